@@ -1,0 +1,236 @@
+"""Event models exchanged over NATS JetStream.
+
+Every model is frozen, carries a `Literal` `event_type` and `schema_version`, and describes every
+field, so the exported JSON Schemas are a usable public reference for upstream producers.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+from uuid import UUID
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+# Ids become NATS subject tokens, so only characters that can never be wildcards or separators.
+ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
+
+Channel = Literal["private", "group"]
+Scope = Literal["personal", "team", "org"]
+MessageRole = Literal["user", "assistant", "system", "tool"]
+
+
+def _no_surrogates(value: str) -> str:
+    # Lone surrogates come from broken UTF-8 decoded with surrogateescape; they cannot be encoded
+    # back to UTF-8 and would crash every store downstream.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"text is not valid UTF-8 ({exc.reason} at position {exc.start})") from exc
+    return value
+
+
+CleanText = Annotated[str, AfterValidator(_no_surrogates)]
+
+
+# A tenant/user/agent/session id: it becomes a NATS subject token.
+SubjectToken = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=ID_PATTERN)]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
+
+
+class Message(BaseModel):
+    """One turn of a conversation."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: MessageRole = Field(description="Who produced the turn.")
+    content: CleanText = Field(description="The text of the turn, verbatim.")
+    ts: AwareDatetime | None = Field(default=None, description="When the turn was sent (timezone-aware).")
+    name: str | None = Field(
+        default=None, max_length=256, description="Display name of the speaker, when known."
+    )
+
+
+class SessionCompleted(_Event):
+    """A finished conversation, published by an upstream chat system. The public input format."""
+
+    event_type: Literal["session.completed"] = Field(
+        default="session.completed", description="Discriminator of the event kind."
+    )
+    schema_version: Literal[1] = Field(default=1, description="Version of this event's schema.")
+    event_id: UUID = Field(description="Unique id of this event; also sent as the Nats-Msg-Id header.")
+    tenant_id: SubjectToken = Field(description="Tenant that owns the conversation.")
+    user_id: SubjectToken = Field(description="End user the memory belongs to.")
+    agent_id: SubjectToken = Field(description="Agent that took part in the conversation.")
+    session_id: SubjectToken = Field(description="Conversation id, unique within the tenant and user.")
+    channel: Channel = Field(
+        description="'private' (one user and the agent) or 'group'; private memories never surface in groups."
+    )
+    scope: Scope = Field(default="personal", description="Visibility of derived memories: personal, team or org.")
+    started_at: AwareDatetime = Field(description="When the conversation started (timezone-aware ISO 8601).")
+    ended_at: AwareDatetime = Field(description="When the conversation ended (timezone-aware ISO 8601).")
+    locale: str | None = Field(
+        default=None, max_length=35, description="BCP 47 language tag of the conversation, e.g. 'ko' or 'en-US'."
+    )
+    messages: list[Message] = Field(min_length=1, description="The turns, oldest first.")
+    metadata: dict[str, str] = Field(
+        default_factory=dict, description="Free-form string metadata from the producer."
+    )
+
+    @model_validator(mode="after")
+    def _ended_after_started(self) -> SessionCompleted:
+        if self.ended_at < self.started_at:
+            raise ValueError("ended_at must not be earlier than started_at")
+        return self
+
+
+class EpisodeCreated(_Event):
+    """An episode (summary + abstract + passages) was written to the episodic index."""
+
+    event_type: Literal["episode.created"] = Field(default="episode.created", description="Discriminator.")
+    schema_version: Literal[1] = Field(default=1, description="Version of this event's schema.")
+    event_id: UUID = Field(description="Deterministic id derived from the episode id and source event.")
+    source_event_id: UUID = Field(description="event_id of the SessionCompleted this episode was made from.")
+    episode_id: str = Field(description="Deterministic id of the episode point (UUID text).")
+    tenant_id: SubjectToken = Field(description="Tenant that owns the episode.")
+    user_id: SubjectToken = Field(description="User the episode belongs to.")
+    agent_id: SubjectToken = Field(description="Agent of the source session.")
+    session_id: SubjectToken = Field(description="Source session id.")
+    channel: Channel = Field(description="Channel of the source session.")
+    scope: Scope = Field(description="Scope of the source session.")
+    occurred_at: AwareDatetime = Field(description="When the source session ended.")
+    language: str = Field(description="Detected or declared language of the session (e.g. 'ko', 'en').")
+    summary: str = Field(description="The episode summary, in the session's language.")
+    abstract: str = Field(description="One-line abstract used by L0 auto-inject.")
+    entity_names: list[str] = Field(default_factory=list, description="Entities named in the summary.")
+    raw_stream_sequence: int | None = Field(
+        default=None, description="Stream sequence of the raw SessionCompleted message in the session stream."
+    )
+
+
+class EntityRef(BaseModel):
+    """A reference to an entity node."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    entity_id: str = Field(description="Deterministic entity key.")
+    name: str = Field(description="Display name.")
+    entity_type: str = Field(description="person, project, technology, organisation, place or other.")
+
+
+class EntityUpserted(_Event):
+    """An entity node was created or changed by semantic extraction."""
+
+    event_type: Literal["entity.upserted"] = Field(default="entity.upserted", description="Discriminator.")
+    schema_version: Literal[1] = Field(default=1, description="Version of this event's schema.")
+    event_id: UUID = Field(description="Deterministic id (entity and source episode).")
+    tenant_id: SubjectToken = Field(description="Tenant that owns the entity.")
+    user_id: SubjectToken = Field(description="User whose session produced the change.")
+    scope: Scope = Field(description="Scope of the entity.")
+    entity: EntityRef = Field(description="The entity that was created or changed.")
+    aliases: list[str] = Field(default_factory=list, description="Known surface forms of the entity.")
+    source_episode_id: str | None = Field(default=None, description="Episode that mentioned the entity.")
+    created: bool = Field(description="True when the node was new, False when an existing node changed.")
+
+
+class EntityMerged(_Event):
+    """Duplicate entity nodes were merged into one canonical node."""
+
+    event_type: Literal["entity.merged"] = Field(default="entity.merged", description="Discriminator.")
+    schema_version: Literal[1] = Field(default=1, description="Version of this event's schema.")
+    event_id: UUID = Field(description="Deterministic id (canonical and merged ids).")
+    tenant_id: SubjectToken = Field(description="Tenant that owns the entities.")
+    user_id: SubjectToken = Field(description="User whose upsert triggered the merge.")
+    scope: Scope = Field(description="Scope of the entities.")
+    canonical: EntityRef = Field(description="The surviving node.")
+    merged_entity_ids: list[str] = Field(description="Keys of the nodes folded into the canonical node.")
+    aliases: list[str] = Field(description="All aliases of the canonical node after the merge.")
+    method: Literal["exact", "alias", "fuzzy", "embedding", "llm"] = Field(
+        description="Which matching stage decided the merge."
+    )
+    similarity: float = Field(ge=0.0, le=1.0, description="Similarity that decided the merge (1.0 for exact).")
+
+
+class ErasureTarget(BaseModel):
+    """What an erasure covers: a whole user, or one fact or episode of that user."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["user", "fact", "episode"] = Field(description="Granularity of the erasure.")
+    item_id: str | None = Field(default=None, description="Fact or episode id; required unless kind is 'user'.")
+
+    @model_validator(mode="after")
+    def _item_needed(self) -> ErasureTarget:
+        if self.kind != "user" and not self.item_id:
+            raise ValueError(f"item_id is required to erase a {self.kind}")
+        return self
+
+
+class ErasureRequested(_Event):
+    """Somebody asked for a user's memory (or one item of it) to be erased everywhere."""
+
+    event_type: Literal["erasure.requested"] = Field(default="erasure.requested", description="Discriminator.")
+    schema_version: Literal[1] = Field(default=1, description="Version of this event's schema.")
+    event_id: UUID = Field(description="Unique id of the request.")
+    tenant_id: SubjectToken = Field(description="Tenant of the user.")
+    user_id: SubjectToken = Field(description="User whose memory is erased.")
+    target: ErasureTarget = Field(description="What to erase.")
+    requested_at: AwareDatetime = Field(description="When the request was made.")
+    reason: str | None = Field(default=None, max_length=1000, description="Free-text reason, for the audit log.")
+
+
+class ErasureCompleted(_Event):
+    """An erasure was carried out; counts say what was removed from each store."""
+
+    event_type: Literal["erasure.completed"] = Field(default="erasure.completed", description="Discriminator.")
+    schema_version: Literal[1] = Field(default=1, description="Version of this event's schema.")
+    event_id: UUID = Field(description="Deterministic id derived from the request id.")
+    request_event_id: UUID = Field(description="event_id of the ErasureRequested.")
+    tenant_id: SubjectToken = Field(description="Tenant of the user.")
+    user_id: SubjectToken = Field(description="User whose memory was erased.")
+    target: ErasureTarget = Field(description="What was erased.")
+    completed_at: AwareDatetime = Field(description="When the erasure finished.")
+    removed: dict[str, int] = Field(description="Removed items per store, e.g. {'episodes': 3, 'graph_nodes': 5}.")
+
+
+class DeadLetterRecord(_Event):
+    """A message that could not be processed: poison, or out of deliveries."""
+
+    event_type: Literal["dead_letter"] = Field(default="dead_letter", description="Discriminator.")
+    schema_version: Literal[1] = Field(default=1, description="Version of this event's schema.")
+    event_id: UUID = Field(description="Deterministic id from stream, sequence and consumer.")
+    original_subject: str = Field(description="Subject the failed message was published on.")
+    original_stream: str = Field(description="Stream that held the failed message.")
+    stream_sequence: int = Field(description="Stream sequence of the failed message.")
+    consumer: str = Field(description="Durable consumer that gave up on it.")
+    deliveries: int = Field(description="How many times it was delivered.")
+    reason: str = Field(description="Why it failed (exception type and message, or validation errors).")
+    kind: Literal["poison", "exhausted"] = Field(
+        description="'poison': rejected without retry (invalid payload); 'exhausted': failed max_deliver times."
+    )
+    tenant_id: str | None = Field(default=None, description="Tenant token from the subject, when present.")
+    user_id: str | None = Field(default=None, description="User token from the subject, when present.")
+    payload: str = Field(description="The original payload, decoded as UTF-8 with replacement characters.")
+    failed_at: datetime = Field(description="When the record was written.")
+
+
+EVENT_MODELS: tuple[type[BaseModel], ...] = (
+    SessionCompleted,
+    EpisodeCreated,
+    EntityUpserted,
+    EntityMerged,
+    ErasureRequested,
+    ErasureCompleted,
+    DeadLetterRecord,
+)

@@ -1,0 +1,136 @@
+"""`tiermem ingest`: validate SessionCompleted records from files, publish the valid ones."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from contracts import SessionCompleted, SizeLimitExceeded, SizeLimits, Subjects, check_session_size
+from services.common.broker import EventPublisher, build_broker, describe_error
+from services.common.settings import TierMemSettings
+
+
+@dataclass(frozen=True)
+class Rejected:
+    path: Path
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
+@dataclass
+class LoadResult:
+    valid: list[tuple[Path, int, SessionCompleted]] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
+
+
+def _records(path: Path, text: str) -> Iterator[tuple[int, Any] | tuple[int, Exception]]:
+    """(line, parsed value) for each record of a .json (object or list) or .jsonl file; a parse
+    error is yielded in place of the value."""
+    if path.suffix == ".jsonl":
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield number, ValueError(f"invalid JSON: {exc.msg} (column {exc.colno})")
+        return
+    decoder = json.JSONDecoder()
+    stripped_at = len(text) - len(text.lstrip())
+    if not text[stripped_at:].startswith("["):
+        try:
+            yield text.count("\n", 0, stripped_at) + 1, json.loads(text)
+        except json.JSONDecodeError as exc:
+            yield exc.lineno, ValueError(f"invalid JSON: {exc.msg} (column {exc.colno})")
+        return
+    position = stripped_at + 1
+    while True:
+        while position < len(text) and text[position] in " \t\r\n,":
+            position += 1
+        if position >= len(text):
+            yield text.count("\n", 0, position) + 1, ValueError("invalid JSON: the list is not closed with ']'")
+            return
+        if text[position] == "]":
+            return
+        line = text.count("\n", 0, position) + 1
+        try:
+            value, position = decoder.raw_decode(text, position)
+        except json.JSONDecodeError as exc:
+            yield exc.lineno, ValueError(f"invalid JSON: {exc.msg} (column {exc.colno})")
+            return
+        yield line, value
+
+
+def load_sessions(paths: list[Path], limits: SizeLimits) -> LoadResult:
+    result = LoadResult()
+    for path in paths:
+        if path.suffix not in (".json", ".jsonl"):
+            result.rejected.append(Rejected(path, 0, "not a .json or .jsonl file"))
+            continue
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            result.rejected.append(Rejected(path, 0, f"cannot read: {exc.strerror}"))
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw.count(b"\n", 0, exc.start) + 1
+            result.rejected.append(Rejected(path, line, f"invalid UTF-8 at byte {exc.start}: {exc.reason}"))
+            continue
+        for line, value in _records(path, text):
+            if isinstance(value, Exception):
+                result.rejected.append(Rejected(path, line, str(value)))
+                continue
+            try:
+                event = SessionCompleted.model_validate(value)
+                check_session_size(event, limits)
+            except ValidationError as exc:
+                result.rejected.append(Rejected(path, line, describe_error(exc)))
+                continue
+            except SizeLimitExceeded as exc:
+                result.rejected.append(Rejected(path, line, f"too large: {exc}"))
+                continue
+            result.valid.append((path, line, event))
+    return result
+
+
+@dataclass
+class PublishCounts:
+    published: int = 0
+    duplicate: int = 0
+
+
+async def publish_sessions(
+    settings: TierMemSettings, events: list[SessionCompleted], progress: Any = None
+) -> PublishCounts:
+    subjects = Subjects(settings.nats.subject_root)
+    broker = build_broker(settings, "ingest")
+    counts = PublishCounts()
+    await broker.connect()
+    try:
+        publisher = EventPublisher(broker)
+        for event in events:
+            result = await publisher.publish(
+                event,
+                subjects.session_completed(event.tenant_id, event.user_id),
+                msg_id=str(event.event_id),
+                stream=subjects.session_stream,
+            )
+            if result.duplicate:
+                counts.duplicate += 1
+            else:
+                counts.published += 1
+            if progress is not None:
+                progress()
+    finally:
+        await broker.stop()
+    return counts

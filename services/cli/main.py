@@ -1,0 +1,137 @@
+"""The `tiermem` command."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from services.common.settings import DEFAULT_DATA_DIR, TierMemSettings, load_settings
+
+app = typer.Typer(name="tiermem", help="Tiered long-term memory for AI agents.", no_args_is_help=True)
+console = Console()
+err_console = Console(stderr=True)
+
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="Data dir of the embedded stack (env TIERMEM_DATA_DIR, default ./.tiermem)."),
+]
+
+
+def _settings(data_dir: Path | None) -> TierMemSettings:
+    return load_settings(data_dir)
+
+
+@app.callback()
+def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+@app.command()
+def up(
+    data_dir: DataDirOption = None,
+    http_port: Annotated[int, typer.Option("--http-port", help="Port of the recall HTTP API.")] = 8080,
+    demo: Annotated[bool, typer.Option("--demo", help="Ingest the example sessions and show what was stored.")] = False,
+) -> None:
+    """Run the whole stack on loopback: nats-server, FalkorDB, every service and the recall API."""
+    from services.cli.stack import run_embedded
+    from services.common.net import PortInUseError
+
+    resolved = data_dir or Path(os.environ.get("TIERMEM_DATA_DIR") or DEFAULT_DATA_DIR)
+
+    def _ready(settings: TierMemSettings) -> None:
+        key = (resolved / "dev-api-key").read_text().strip()
+        console.print(f"[bold green]tiermem is up[/] — data in {resolved.resolve()}")
+        console.print(f"  recall API  http://127.0.0.1:{settings.http_port}  (OpenAPI at /openapi.json)")
+        console.print(f"  NATS        {settings.nats.url}")
+        console.print(f"  FalkorDB    {settings.graph.host}:{settings.graph.port}")
+        console.print(f"  API key     {key}  (also in {resolved / 'dev-api-key'})")
+        console.print("Press Ctrl-C to stop.")
+
+    try:
+        asyncio.run(run_embedded(resolved, http_port, demo=demo, on_ready=_ready))
+    except PortInUseError as exc:
+        err_console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    console.print("tiermem stopped.")
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help=".json (one event or a list) or .jsonl files.")],
+    data_dir: DataDirOption = None,
+) -> None:
+    """Validate SessionCompleted events from files and publish the valid ones."""
+    from rich.progress import Progress
+
+    from services.cli.ingest import load_sessions, publish_sessions
+
+    settings = _settings(data_dir)
+    loaded = load_sessions(paths, settings.limits)
+    for rejected in loaded.rejected:
+        err_console.print(f"[red]rejected[/] {rejected}", markup=True, highlight=False)
+    events = [event for _, _, event in loaded.valid]
+    if events:
+        with Progress(console=err_console, transient=True, disable=len(events) < 50) as progress:
+            task = progress.add_task("publishing", total=len(events))
+            counts = asyncio.run(publish_sessions(settings, events, lambda: progress.advance(task)))
+    else:
+        from services.cli.ingest import PublishCounts
+
+        counts = PublishCounts()
+    console.print(f"published {counts.published}, duplicate {counts.duplicate}, rejected {len(loaded.rejected)}")
+    if loaded.rejected:
+        raise typer.Exit(1)
+
+
+@app.command()
+def serve(
+    service: Annotated[str, typer.Argument(help="episodic-summarizer | semantic-extractor | dedup | pruner | recall-api")],
+    data_dir: DataDirOption = None,
+) -> None:
+    """Run one service alone against the servers named by settings (how Kubernetes runs it)."""
+    settings = _settings(data_dir)
+    if service == "recall-api":
+        import uvicorn
+
+        from services.recall_api.app import create_app as create_recall_app
+
+        uvicorn.run(create_recall_app(), host=settings.http_host, port=settings.http_port)
+        return
+    from services.cli.stack import all_services
+    from services.common.service import create_service_app
+
+    definitions = {definition.name: definition for definition in all_services()}
+    if service not in definitions:
+        err_console.print(f"[red]error:[/] unknown service {service!r}; one of {', '.join(definitions)}, recall-api")
+        raise typer.Exit(2)
+    faststream_app = create_service_app(definitions[service], settings)
+    asyncio.run(faststream_app.run())
+
+
+schemas_app = typer.Typer(help="Event JSON Schemas and the AsyncAPI document.")
+app.add_typer(schemas_app, name="schemas")
+
+
+@schemas_app.command("export")
+def schemas_export(
+    out: Annotated[Path, typer.Option("--out", help="Directory to write into.")] = Path("contracts/schemas"),
+) -> None:
+    """Write the event JSON Schemas and the AsyncAPI document (committed; CI checks for drift)."""
+    from services.cli.schemas import write_schemas
+
+    for path in write_schemas(out):
+        console.print(f"wrote {path}")
+
+
+def main() -> None:
+    app()

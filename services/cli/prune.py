@@ -1,0 +1,80 @@
+"""`tiermem prune --now`: one prune pass, run by the running pruner when there is one (it owns the
+stores), else here against the stores named by the settings."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from contracts import Subjects
+from services.common.broker import build_broker, connect_nats, provision
+from services.common.erasure import ControlError, request_control
+from services.common.settings import TierMemSettings, load_settings
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+async def run_prune_now(settings: TierMemSettings, timeout_s: float) -> tuple[dict[str, object], str]:
+    """The PruneReport (as JSON) of one pass, and who ran it ("running pruner" or "this process")."""
+    subjects = Subjects(settings.nats.subject_root)
+    client = await connect_nats(settings.nats, "tiermem-cli-prune")
+    try:
+        result = await request_control(client, subjects, "prune", None, timeout_s)
+        if result is not None:
+            return result, "running pruner"
+        await provision(client.jetstream(), settings.nats)
+    finally:
+        await client.close()
+    return await _prune_here(settings), "this process"
+
+
+async def _prune_here(settings: TierMemSettings) -> dict[str, object]:
+    # The CLI is a composition root: it may build a service's context (services may not).
+    from services.common.service import build_context
+    from services.pruner.handlers import DEFINITION, prune_once
+    from services.pruner.logic import utc_now
+
+    pruner_settings = DEFINITION.settings_from(settings)
+    broker = build_broker(pruner_settings, "cli-prune")
+    await broker.connect()
+    context = build_context(pruner_settings, broker)
+    try:
+        report = await prune_once(context, utc_now())
+    finally:
+        await context.resources.close()
+        await broker.stop()
+    return report.model_dump(mode="json")
+
+
+def prune_command(
+    now: Annotated[bool, typer.Option("--now", help="Run one prune pass now.")] = False,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", help="Data dir of the embedded stack (env TIERMEM_DATA_DIR, default ./.tiermem)."),
+    ] = None,
+    timeout_s: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for a running pruner to finish the pass.")
+    ] = 600.0,
+) -> None:
+    """Forget expired and never-recalled episodes and old superseded facts (the pruner also does this
+    on its schedule, every 6 h by default)."""
+    if not now:
+        err_console.print("nothing to do: pass --now to run a pass (the schedule runs inside the pruner service)")
+        raise typer.Exit(2)
+    settings = load_settings(data_dir)
+    try:
+        report, where = asyncio.run(run_prune_now(settings, timeout_s))
+    except (ControlError, TimeoutError, ValueError, OSError) as exc:
+        err_console.print(f"[red]error:[/] prune failed: {exc}")
+        raise typer.Exit(1) from exc
+    removed = report.get("removed")
+    counts = ", ".join(f"{k} {v}" for k, v in removed.items()) if isinstance(removed, dict) else "nothing"
+    console.print(f"pruned ({where}, {report.get('owners_scanned', 0)} owners): {counts}")
+    truncated = report.get("truncated_owners")
+    if truncated:
+        console.print(f"[yellow]scan limit reached for[/] {truncated}; the next pass continues there")

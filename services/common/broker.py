@@ -1,0 +1,381 @@
+"""The one broker factory, stream and consumer provisioning, publishing and the durable-consumer
+wrapper (explicit acks, bounded redelivery with backoff, dead letters) used by every service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import nats
+from faststream import AckPolicy
+from faststream.nats import JStream, NatsBroker, NatsMessage, PullSub
+from faststream.nats.opentelemetry import NatsTelemetryMiddleware
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+from nats.js import api as js_api
+from nats.js.errors import BadRequestError, NotFoundError
+from pydantic import BaseModel, ValidationError
+
+from contracts import DeadLetterRecord, Subjects
+from services.common.settings import NatsSettings, TierMemSettings
+from services.common.telemetry import build_tracer_provider
+
+log = logging.getLogger(__name__)
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+_NAMESPACE = uuid.UUID("6f1c2f0e-6d5b-4c9a-9a53-0c1e5c3b7d11")
+
+
+def deterministic_uuid(*parts: str) -> uuid.UUID:
+    """uuid5 over the parts; the basis of every derived event and point id."""
+    return uuid.uuid5(_NAMESPACE, "\x1f".join(parts))
+
+
+class PoisonMessage(Exception):
+    """The message can never be processed (invalid payload, over the limits): dead-letter it now."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerSpec:
+    """One durable pull consumer: a service's view of a stream."""
+
+    durable: str
+    stream: str
+    filter_subjects: tuple[str, ...]
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What a handler may know and do about the message it is handling."""
+
+    subject: str
+    stream_sequence: int
+    deliveries: int
+    headers: dict[str, str]
+    in_progress: Callable[[], Awaitable[None]]
+
+
+Handler = Callable[[ModelT, Delivery], Awaitable[None]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Streams and consumers
+# ---------------------------------------------------------------------------------------------
+def stream_configs(settings: NatsSettings) -> list[js_api.StreamConfig]:
+    subjects = Subjects(settings.subject_root)
+    day = 24 * 3600.0
+    common: dict[str, Any] = {
+        "storage": js_api.StorageType.FILE,
+        "num_replicas": settings.replicas,
+        "duplicate_window": settings.duplicate_window_s,
+        "retention": js_api.RetentionPolicy.LIMITS,
+        "discard": js_api.DiscardPolicy.OLD,
+        "allow_direct": True,
+    }
+    return [
+        js_api.StreamConfig(
+            name=subjects.session_stream,
+            description="Raw SessionCompleted events: the raw archive of every session.",
+            subjects=[subjects.all_session_completed()],
+            max_age=settings.session_max_age_days * day,
+            **common,
+        ),
+        js_api.StreamConfig(
+            name=subjects.derived_stream,
+            description="Events derived by the consolidation services.",
+            subjects=subjects.derived_wildcards(),
+            max_age=settings.session_max_age_days * day,
+            **common,
+        ),
+        js_api.StreamConfig(
+            name=subjects.dead_letter_stream,
+            description="Dead-letter records: messages that were poison or ran out of deliveries.",
+            subjects=[subjects.all_dead_letters()],
+            max_age=settings.session_max_age_days * day,
+            **common,
+        ),
+    ]
+
+
+def consumer_config(spec: ConsumerSpec, settings: NatsSettings) -> js_api.ConsumerConfig:
+    backoff = list(settings.timeout_backoff_s)[: max(settings.max_deliver - 1, 0)] or None
+    return js_api.ConsumerConfig(
+        durable_name=spec.durable,
+        description=spec.description,
+        deliver_policy=js_api.DeliverPolicy.ALL,
+        ack_policy=js_api.AckPolicy.EXPLICIT,
+        ack_wait=settings.ack_wait_s,
+        max_deliver=settings.max_deliver,
+        backoff=backoff,
+        filter_subjects=list(spec.filter_subjects),
+        max_ack_pending=settings.max_ack_pending,
+        replay_policy=js_api.ReplayPolicy.INSTANT,
+    )
+
+
+async def provision(
+    js: JetStreamContext, settings: NatsSettings, consumers: Sequence[ConsumerSpec] = ()
+) -> None:
+    """Create or update every stream and the given durable consumers. Idempotent."""
+    for config in stream_configs(settings):
+        try:
+            await js.add_stream(config=config)
+        except BadRequestError as exc:
+            if "already in use" not in (exc.description or ""):
+                raise
+            await js.update_stream(config=config)
+    for spec in consumers:
+        config = consumer_config(spec, settings)
+        try:
+            await js.add_consumer(spec.stream, config=config)
+        except BadRequestError as exc:
+            # An existing durable with other settings: update the mutable fields in place.
+            if "already exists" not in (exc.description or "") and exc.err_code != 10148:
+                raise
+            await js.add_consumer(spec.stream, config=config)
+
+
+async def connect_nats(settings: NatsSettings, name: str) -> NatsClient:
+    token = settings.token.get_secret_value() if settings.token else None
+    return await nats.connect(
+        servers=[url.strip() for url in settings.url.split(",")],
+        token=token,
+        name=name,
+        connect_timeout=int(settings.connect_timeout_s),
+        max_reconnect_attempts=-1,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Broker and publishing
+# ---------------------------------------------------------------------------------------------
+def build_broker(settings: TierMemSettings, service_name: str) -> NatsBroker:
+    """The one broker factory: explicit acks are set per subscriber (see `durable_subscriber`),
+    trace context travels in message headers, and shutdown drains in-flight handlers."""
+    nats_settings = settings.nats
+    tracer_provider = build_tracer_provider(settings.telemetry, service_name)
+    return NatsBroker(
+        servers=[url.strip() for url in nats_settings.url.split(",")],
+        token=nats_settings.token.get_secret_value() if nats_settings.token else None,
+        name=f"tiermem-{service_name}",
+        connect_timeout=int(nats_settings.connect_timeout_s),
+        middlewares=[NatsTelemetryMiddleware(tracer_provider=tracer_provider)],
+        graceful_timeout=30.0,
+        max_reconnect_attempts=-1,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PublishResult:
+    stream: str
+    sequence: int
+    duplicate: bool
+
+
+class EventPublisher:
+    """Publishes events to JetStream, always with `Nats-Msg-Id` so a republish is dropped by the
+    stream's duplicate window."""
+
+    def __init__(self, broker: NatsBroker) -> None:
+        self._broker = broker
+
+    async def publish(self, event: BaseModel, subject: str, msg_id: str, stream: str) -> PublishResult:
+        ack = await self._broker.publish(
+            event.model_dump_json().encode("utf-8"),
+            subject,
+            headers={"Nats-Msg-Id": msg_id, "content-type": "application/json"},
+            stream=stream,
+            timeout=10.0,
+        )
+        return PublishResult(stream=ack.stream, sequence=ack.seq, duplicate=bool(ack.duplicate))
+
+
+class DeadLetterWriter:
+    """Writes exactly one DeadLetterRecord per (stream, sequence, consumer)."""
+
+    def __init__(self, publisher: EventPublisher, subjects: Subjects) -> None:
+        self._publisher = publisher
+        self._subjects = subjects
+
+    async def write(
+        self,
+        *,
+        subject: str,
+        stream: str,
+        sequence: int,
+        consumer: str,
+        deliveries: int,
+        reason: str,
+        kind: str,
+        payload: bytes,
+    ) -> None:
+        tenant_id, user_id = self._subjects.tokens_from(subject)
+        record_id = deterministic_uuid("dead-letter", stream, str(sequence), consumer)
+        record = DeadLetterRecord(
+            event_id=record_id,
+            original_subject=subject,
+            original_stream=stream,
+            stream_sequence=sequence,
+            consumer=consumer,
+            deliveries=deliveries,
+            reason=reason[:4000],
+            kind="poison" if kind == "poison" else "exhausted",
+            tenant_id=tenant_id,
+            user_id=user_id,
+            payload=payload.decode("utf-8", errors="replace"),
+            failed_at=datetime.now(UTC),
+        )
+        await self._publisher.publish(
+            record,
+            self._subjects.dead_letter(consumer, tenant_id, user_id),
+            msg_id=f"dlq-{record_id}",
+            stream=self._subjects.dead_letter_stream,
+        )
+
+
+def describe_error(exc: BaseException) -> str:
+    if isinstance(exc, ValidationError):
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or '<root>'}: {error['msg']}" for error in exc.errors()
+        )
+        return f"invalid payload: {problems}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def _raw_body(msg: NatsMessage) -> bytes:
+    # Validation is ours (so broken payloads are dead-lettered with a reason), not FastStream's.
+    return msg.body
+
+
+def durable_subscriber(
+    broker: NatsBroker,
+    settings: NatsSettings,
+    spec: ConsumerSpec,
+    model: type[ModelT],
+    handler: Handler[ModelT],
+    dead_letters: DeadLetterWriter,
+) -> None:
+    """Subscribe `handler` on a durable pull consumer with manual, explicit acknowledgement:
+    - a payload that does not validate against `model`, or a handler raising PoisonMessage, is
+      dead-lettered at once and terminated (never retried, never dropped);
+    - any other exception naks with the configured delay until `max_deliver`, then dead-letters
+      with the reason and terminates;
+    - success acks."""
+    retry_delays = list(settings.retry_delays_s) or [1.0]
+
+    @broker.subscriber(
+        *spec.filter_subjects[:1],
+        stream=JStream(spec.stream, declare=False),
+        durable=spec.durable,
+        config=consumer_config(spec, settings),
+        pull_sub=PullSub(batch_size=settings.fetch_batch, timeout=5.0),
+        ack_policy=AckPolicy.MANUAL,
+        decoder=_raw_body,
+        title=f"{spec.durable}:{spec.filter_subjects[0]}",
+        description=spec.description,
+    )
+    async def _consume(body: bytes, msg: NatsMessage) -> None:
+        del body  # the same bytes as raw.data
+        raw = msg.raw_message
+        metadata = raw.metadata
+        stream_sequence = int(metadata.sequence.stream)
+        deliveries = int(metadata.num_delivered)
+        subject = raw.subject
+
+        async def _dead_letter(reason: str, kind: str) -> None:
+            await dead_letters.write(
+                subject=subject,
+                stream=spec.stream,
+                sequence=stream_sequence,
+                consumer=spec.durable,
+                deliveries=deliveries,
+                reason=reason,
+                kind=kind,
+                payload=raw.data,
+            )
+            await msg.reject()
+            log.warning(
+                "dead-lettered %s seq=%s consumer=%s (%s): %s", subject, stream_sequence, spec.durable, kind, reason
+            )
+
+        try:
+            event = model.model_validate_json(raw.data)
+        except ValidationError as exc:
+            await _dead_letter(describe_error(exc), "poison")
+            return
+        except ValueError as exc:  # broken JSON / UTF-8 surfaces as ValueError subclasses
+            await _dead_letter(f"invalid payload: {exc}", "poison")
+            return
+
+        delivery = Delivery(
+            subject=subject,
+            stream_sequence=stream_sequence,
+            deliveries=deliveries,
+            headers=dict(raw.headers or {}),
+            in_progress=msg.in_progress,
+        )
+        try:
+            await handler(event, delivery)
+        except PoisonMessage as exc:
+            await _dead_letter(str(exc), "poison")
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reason = describe_error(exc)
+            if deliveries >= settings.max_deliver:
+                await _dead_letter(f"failed {deliveries} deliveries; last error: {reason}", "exhausted")
+                return
+            delay = retry_delays[min(deliveries - 1, len(retry_delays) - 1)]
+            log.warning(
+                "handler %s failed on %s seq=%s (delivery %s/%s), retry in %.1fs: %s",
+                spec.durable,
+                subject,
+                stream_sequence,
+                deliveries,
+                settings.max_deliver,
+                delay,
+                reason,
+            )
+            await msg.nack(delay=delay)
+            return
+        await msg.ack()
+
+
+async def watch_max_deliveries(
+    nc: NatsClient, js: JetStreamContext, subjects: Subjects, dead_letters: DeadLetterWriter
+) -> Any:
+    """Dead-letter messages whose deliveries ran out without any handler answering (a worker that
+    crashed or hung every time). The record id is the same as the handler's own, so a message
+    never appears twice in the dead-letter stream."""
+
+    async def _on_advisory(advisory_msg: Any) -> None:
+        try:
+            advisory = json.loads(advisory_msg.data)
+            stream = str(advisory["stream"])
+            consumer = str(advisory["consumer"])
+            sequence = int(advisory["stream_seq"])
+            deliveries = int(advisory.get("deliveries", 0))
+            stored = await js.get_msg(stream, sequence)
+        except (KeyError, ValueError, NotFoundError) as exc:
+            log.error("cannot dead-letter from advisory %r: %s", advisory_msg.data[:500], exc)
+            return
+        await dead_letters.write(
+            subject=stored.subject or "",
+            stream=stream,
+            sequence=sequence,
+            consumer=consumer,
+            deliveries=deliveries,
+            reason=f"no acknowledgement after {deliveries} deliveries (worker crashed or timed out)",
+            kind="exhausted",
+            payload=stored.data or b"",
+        )
+
+    return await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>", cb=_on_advisory)

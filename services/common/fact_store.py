@@ -1,0 +1,91 @@
+"""Applying the fact write policy to the `facts` collection. The one path for facts, used by the
+semantic-extractor and by the recall API's explicit `memory_save`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from services.common.facts import Fact, FactCandidate, FactWritePlan, normalise_subject, plan_fact_write
+from services.common.keywords import KeywordEncoder
+from services.common.models import Embedder
+from services.common.owner import Owner
+from services.common.vector.port import FACTS, SearchFilter, VectorIndex, VectorRecord
+
+
+@dataclass(frozen=True, slots=True)
+class FactWriteResult:
+    plan: FactWritePlan
+    written: list[Fact]
+
+
+def fact_payload(fact: Fact, channels: Sequence[str]) -> dict[str, Any]:
+    """The stored payload: every Fact field, plus what filters and ranking need."""
+    payload: dict[str, Any] = fact.model_dump(mode="json")
+    latest = max(p.occurred_at for p in fact.provenance)
+    payload.update(
+        {
+            "kind": "fact",
+            "subject_key": normalise_subject(fact.subject),
+            # Which channels the fact was stated in: a fact said only in private never reaches a group.
+            "channel": sorted(set(channels)),
+            "occurred_at": latest.isoformat(),
+            "occurred_at_ts": latest.timestamp(),
+            "valid_from_ts": fact.valid_from.timestamp(),
+            "valid_to_ts": fact.valid_to.timestamp() if fact.valid_to else None,
+            "episode_ids": sorted({p.episode_id for p in fact.provenance}),
+            "session_ids": sorted({p.session_id for p in fact.provenance if p.session_id}),
+        }
+    )
+    return payload
+
+
+def fact_from_payload(payload: dict[str, Any]) -> Fact:
+    return Fact.model_validate({name: payload[name] for name in Fact.model_fields if name in payload})
+
+
+async def existing_facts(index: VectorIndex, owner: Owner, subject: str) -> list[tuple[Fact, list[str]]]:
+    records = await index.scroll(
+        FACTS, owner, SearchFilter(match={"subject_key": normalise_subject(subject)}), limit=10_000
+    )
+    return [(fact_from_payload(r.payload), list(r.payload.get("channel") or [])) for r in records]
+
+
+async def write_fact(
+    index: VectorIndex,
+    embedder: Embedder,
+    keywords: KeywordEncoder,
+    candidate: FactCandidate,
+    *,
+    channel: str,
+    now: datetime,
+    confirm_threshold: int = 2,
+) -> FactWriteResult:
+    """Plan against the stored facts on the same subject, then store the plan's upserts."""
+    owner = Owner(candidate.tenant_id, candidate.user_id)
+    stored = await existing_facts(index, owner, candidate.subject)
+    channels_by_id = {fact.fact_id: channels for fact, channels in stored}
+    plan = plan_fact_write(candidate, [fact for fact, _ in stored], now=now, confirm_threshold=confirm_threshold)
+    if plan.is_noop:
+        return FactWriteResult(plan=plan, written=[])
+    texts = [fact.text for fact in plan.upserts]
+    vectors = await embedder.embed_passages(texts)
+    sparse = await asyncio.to_thread(lambda: [keywords.encode_document(text) for text in texts])
+    records = []
+    for fact, dense, keyword_vector in zip(plan.upserts, vectors, sparse, strict=True):
+        channels = list(channels_by_id.get(fact.fact_id, []))
+        if fact.fact_id == plan.fact_id:
+            channels.append(channel)
+        records.append(
+            VectorRecord(
+                id=fact.fact_id,
+                dense=dense,
+                sparse=keyword_vector,
+                payload=fact_payload(fact, channels or [channel]),
+            )
+        )
+    await index.upsert(FACTS, owner, records)
+    return FactWriteResult(plan=plan, written=list(plan.upserts))

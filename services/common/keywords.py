@@ -1,0 +1,184 @@
+"""Keyword (sparse) encoding for hybrid search, English and Korean.
+
+Text becomes a bag of terms; each term is hashed to a stable 31-bit index of a sparse vector. The
+index applies IDF (Qdrant's `Modifier.IDF` on the sparse vector), so documents carry only a
+saturated, length-normalised term frequency and queries carry 1 per distinct term:
+score(query, doc) = Σ_{t ∈ query ∩ doc} idf(t) · w_doc(t).
+
+Terms:
+- non-Hangul word runs (English, numbers, other scripts): NFKC, casefold, a light stopword list and
+  an "S-stemmer" (plural endings only: aggressive stemming would merge proper nouns);
+- Hangul: content morphemes from Kiwi (nouns, foreign words, roots, verb/adjective stems as
+  "stem+다"), so "서울에서" yields "서울" like "서울" does;
+- Hangul fallback: character bigrams of the nominal part of each word (from its start to the end of
+  its last noun), marked with a leading "#". They catch proper nouns Kiwi segments differently in
+  different contexts ("온비서" comes out as 오/VV + ㄴ + 비서) and compound nouns. Bigrams of
+  particles and verb endings are never made, so "니다" / "에서" cannot make unrelated texts match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import unicodedata
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from services.common.vector.port import SparseVector
+
+if TYPE_CHECKING:
+    from kiwipiepy import Kiwi
+
+BIGRAM_MARK = "#"
+
+# Hangul syllables plus jamo ("ㅇㅋ", "ㅋㅋ" in chats; NFKC turns compatibility jamo into conjoining ones).
+_HANGUL_RUN = re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3131-\u318e]+")
+_HANGUL_CHAR = re.compile(r"[\uac00-\ud7a3]")
+# Word runs of anything else: letters and digits of any script except Hangul, no underscore.
+_OTHER_WORD = re.compile(r"[^\W_\uac00-\ud7a3\u1100-\u11ff\u3131-\u318e]+")
+
+# Kiwi tags whose morphemes carry content. Tags may carry a suffix ("VV-R", "VA-I").
+_NOMINAL_TAGS = frozenset({"NNG", "NNP", "NR", "XR"})
+_PREDICATE_TAGS = frozenset({"VV", "VA"})
+
+_ENGLISH_STOPWORDS = frozenset(
+    """
+    a an and are as at be been being but by can could did do does doing done for from had has have
+    having he her hers him his how i if in into is it its itself just me my no nor not of off on once
+    only or our ours out over own s same she should so some such t than that the their theirs them then
+    there these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself ll re ve d m don doesn didn isn wasn
+    aren weren wouldn shouldn couldn ok okay yes yeah hi hello thanks thank please
+    """.split()  # noqa: SIM905 - a word list reads better as text
+)
+# Predicates so common in Korean that they carry no keyword evidence.
+_KOREAN_STOPWORDS = frozenset(
+    {"하다", "있다", "되다", "없다", "같다", "이다", "아니다", "않다", "보다", "주다", "싶다"}
+    | {"어떻다", "그렇다", "이렇다", "저렇다", "아무렇다"}
+)
+
+
+def term_index(term: str) -> int:
+    """Stable 31-bit index of a term (blake2b; Python's hash() is salted per process)."""
+    digest = hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest()
+    return int.from_bytes(digest, "big") & 0x7FFFFFFF
+
+
+def _s_stem(word: str) -> str:
+    """Harman's S-stemmer: strips plural endings only."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith("ies") and not word.endswith(("eies", "aies")):
+        return word[:-3] + "y"
+    if word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
+        return word[:-1]
+    if word.endswith("s") and not word.endswith(("us", "ss", "is")):
+        return word[:-1]
+    return word
+
+
+class KeywordEncoder:
+    """Text → sparse keyword vectors. One lazily built Kiwi per encoder (it takes ~3 s to load).
+
+    Thread-safe: Kiwi is built once under a lock and each analysis runs under the same lock, so
+    the encoder can be shared by `asyncio.to_thread` callers.
+
+    `k1`, `b`, `avg_doc_terms` are the BM25 term-frequency saturation and length normalisation of
+    document weights; `bigram_weight` scales the Hangul bigram fallback terms in documents (they
+    largely repeat what the morphemes already matched).
+    """
+
+    def __init__(
+        self, *, k1: float = 1.2, b: float = 0.75, avg_doc_terms: float = 40.0, bigram_weight: float = 0.5
+    ) -> None:
+        if k1 < 0 or not 0.0 <= b <= 1.0 or avg_doc_terms <= 0 or not 0.0 < bigram_weight <= 1.0:
+            raise ValueError("need k1 >= 0, 0 <= b <= 1, avg_doc_terms > 0 and 0 < bigram_weight <= 1")
+        self._k1 = k1
+        self._b = b
+        self._avg_doc_terms = avg_doc_terms
+        self._bigram_weight = bigram_weight
+        self._kiwi: Kiwi | None = None
+        self._lock = threading.Lock()
+
+    def warm_up(self) -> None:
+        """Load Kiwi now (seconds) instead of on the first Korean text."""
+        with self._lock:
+            self._kiwi_locked().tokenize("준비")
+
+    def tokens(self, text: str) -> list[str]:
+        """Terms of `text` in order, repeats kept (for BM25 baselines). Bigram terms start with '#'."""
+        normalized = unicodedata.normalize("NFKC", text).casefold()
+        terms = [_s_stem(word) for word in _OTHER_WORD.findall(normalized) if self._keep_word(word)]
+        if _HANGUL_CHAR.search(normalized):
+            terms.extend(self._korean_terms(normalized))
+        return terms
+
+    def encode_document(self, text: str) -> SparseVector:
+        """BM25-style document weights: tf·(k1+1) / (tf + k1·(1 − b + b·len/avg_len)); IDF is the index's."""
+        terms = self.tokens(text)
+        if not terms:
+            return SparseVector(indices=[], values=[])
+        length_norm = self._k1 * (1.0 - self._b + self._b * len(terms) / self._avg_doc_terms)
+        weights: dict[int, float] = {}
+        for term, tf in Counter(terms).items():
+            weight = tf * (self._k1 + 1.0) / (tf + length_norm)
+            if term.startswith(BIGRAM_MARK):
+                weight *= self._bigram_weight
+            index = term_index(term)
+            # A 31-bit hash collision between two terms of one text is rare; adding keeps both counted.
+            weights[index] = weights.get(index, 0.0) + weight
+        indices = sorted(weights)
+        return SparseVector(indices=indices, values=[weights[i] for i in indices])
+
+    def encode_query(self, text: str) -> SparseVector:
+        """1 per distinct term: the index multiplies in IDF, the document side carries the frequency."""
+        indices = sorted({term_index(term) for term in self.tokens(text)})
+        return SparseVector(indices=indices, values=[1.0] * len(indices))
+
+    @staticmethod
+    def _keep_word(word: str) -> bool:
+        if word in _ENGLISH_STOPWORDS:
+            return False
+        # Single letters are noise; single digits are kept ("GPT-4", "3 kids").
+        return len(word) > 1 or word.isdigit()
+
+    def _kiwi_locked(self) -> Kiwi:
+        if self._kiwi is None:
+            from kiwipiepy import Kiwi  # imported lazily: loading the model costs seconds
+
+            self._kiwi = Kiwi(num_workers=0)
+        return self._kiwi
+
+    def _korean_terms(self, text: str) -> list[str]:
+        with self._lock:
+            analysed: list[Any] = self._kiwi_locked().tokenize(text)
+        runs = [(match.start(), match.end()) for match in _HANGUL_RUN.finditer(text)]
+        terms: list[str] = []
+        # Per Hangul run: end of its last nominal morpheme, and how many morphemes lie in that span.
+        nominal_end: dict[int, int] = {}
+        run_index = 0
+        for token in analysed:
+            form: str = token.form
+            start: int = token.start
+            tag: str = token.tag.split("-", 1)[0]
+            while run_index < len(runs) and runs[run_index][1] <= start:
+                run_index += 1
+            in_run = run_index < len(runs) and runs[run_index][0] <= start
+            if not _HANGUL_CHAR.search(form):
+                continue  # numbers, Latin words and symbols come from the non-Hangul path
+            if tag in _NOMINAL_TAGS:
+                terms.append(form)
+                if in_run:
+                    nominal_end[run_index] = max(nominal_end.get(run_index, 0), start + token.len)
+            elif tag in _PREDICATE_TAGS:
+                predicate = form + "다"
+                if predicate not in _KOREAN_STOPWORDS:
+                    terms.append(predicate)
+        morphemes = set(terms)
+        for index, end in nominal_end.items():
+            span = text[runs[index][0] : end]
+            if len(span) < 2 or (len(span) == 2 and span in morphemes):
+                continue  # a 2-syllable noun is already a term; its only bigram would repeat it
+            terms.extend(BIGRAM_MARK + span[i : i + 2] for i in range(len(span) - 1))
+        return terms

@@ -1,0 +1,23 @@
+"""The isolation key every store call requires."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Tenant and user whose memory a store call touches. Stores accept no call without one, so no
+    code path can forget the isolation filter."""
+
+    tenant_id: str
+    user_id: str
+
+    def __post_init__(self) -> None:
+        for field_name in ("tenant_id", "user_id"):
+            value = getattr(self, field_name)
+            if not isinstance(value, str) or not _TOKEN.match(value):
+                raise ValueError(f"{field_name} must be 1-128 characters of [A-Za-z0-9_-], got {value!r}")

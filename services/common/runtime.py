@@ -1,0 +1,160 @@
+"""What a running service holds: settings, subjects, the publisher and the stores it needs.
+
+Stores are opened lazily and shared: in the embedded stack all services run in one process and
+share one Qdrant Edge shard per collection (a shard belongs to one process)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from contracts import Subjects
+from nats.aio.client import Client as NatsClient
+from nats.js import JetStreamContext
+
+from services.common.broker import DeadLetterWriter, EventPublisher, connect_nats
+from services.common.settings import TierMemSettings
+
+if TYPE_CHECKING:
+    from services.common.graph.repository import GraphRepository
+    from services.common.keywords import KeywordEncoder
+    from services.common.llm import LlmGateway
+    from services.common.models import Embedder
+    from services.common.vector.port import VectorIndex
+
+
+@dataclass
+class Resources:
+    """Lazily opened stores and gateways, built from settings."""
+
+    settings: TierMemSettings
+    _vector_index: VectorIndex | None = None
+    _graph: GraphRepository | None = None
+    _embedder: Embedder | None = None
+    _llm: LlmGateway | None = None
+    _keywords: KeywordEncoder | None = None
+    _nats: NatsClient | None = None
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def jetstream(self) -> JetStreamContext:
+        """A JetStream context on the service's own admin connection (stream reads and purges)."""
+        if self._nats is None:
+            async with self._lock:
+                if self._nats is None:
+                    self._nats = await connect_nats(self.settings.nats, "tiermem-resources")
+        return self._nats.jetstream()
+
+    async def vector_index(self) -> VectorIndex:
+        if self._vector_index is None:
+            async with self._lock:
+                if self._vector_index is None:
+                    self._vector_index = await self._open_vector_index()
+        return self._vector_index
+
+    async def _open_vector_index(self) -> VectorIndex:
+        from services.common.vector.port import EPISODES, FACTS, PASSAGES
+
+        vector = self.settings.vector
+        index: VectorIndex
+        if vector.backend == "edge":
+            from services.common.vector.edge import EdgeVectorIndex
+
+            index = EdgeVectorIndex(vector.path or Path(self.settings.data_dir) / "qdrant-edge")
+        else:
+            from qdrant_client import AsyncQdrantClient
+
+            from services.common.vector.qdrant_server import QdrantServerVectorIndex
+
+            client = AsyncQdrantClient(
+                url=vector.url, api_key=vector.api_key.get_secret_value() if vector.api_key else None
+            )
+            index = QdrantServerVectorIndex(client)
+        dim = self.embedder().dim
+        for collection in (EPISODES, PASSAGES, FACTS):
+            await index.ensure_collection(collection, dim)
+        return index
+
+    async def graph(self) -> GraphRepository:
+        if self._graph is None:
+            async with self._lock:
+                if self._graph is None:
+                    self._graph = await self._open_graph()
+        return self._graph
+
+    async def _open_graph(self) -> GraphRepository:
+        from services.common.graph.repository import GraphRepository
+
+        graph = self.settings.graph
+        if graph.backend == "falkordb":
+            from services.common.graph.falkordb import FalkorDBExecutor
+
+            executor: object = FalkorDBExecutor(
+                host=graph.host,
+                port=graph.port,
+                password=graph.password.get_secret_value() if graph.password else None,
+                graph_name=graph.graph_name,
+            )
+        else:
+            from services.common.graph.neo4j import Neo4jExecutor
+
+            executor = Neo4jExecutor(
+                uri=graph.neo4j_uri,
+                user=graph.neo4j_user,
+                password=graph.neo4j_password.get_secret_value() if graph.neo4j_password else "",
+                database=graph.neo4j_database,
+            )
+        repository = GraphRepository(executor)  # type: ignore[arg-type]
+        await repository.executor.bootstrap()
+        return repository
+
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from services.common.embedding import build_embedder
+
+            self._embedder = build_embedder(self.settings.embedding)
+        return self._embedder
+
+    def llm(self) -> LlmGateway:
+        if self._llm is None:
+            from services.common.llm import LlmConfig, LlmGateway
+
+            self._llm = LlmGateway(LlmConfig.model_validate(self.settings.llm.model_dump()))
+        return self._llm
+
+    def keywords(self) -> KeywordEncoder:
+        if self._keywords is None:
+            from services.common.keywords import KeywordEncoder
+
+            self._keywords = KeywordEncoder()
+        return self._keywords
+
+    async def close(self) -> None:
+        if self._nats is not None:
+            await self._nats.close()
+            self._nats = None
+        if self._vector_index is not None:
+            await self._vector_index.close()
+            self._vector_index = None
+        if self._graph is not None:
+            await self._graph.executor.close()
+            self._graph = None
+
+
+SettingsT = TypeVar("SettingsT", bound=TierMemSettings)
+
+
+@dataclass
+class ServiceContext(Generic[SettingsT]):
+    """Everything a service's handlers receive."""
+
+    settings: SettingsT
+    subjects: Subjects
+    publisher: EventPublisher
+    dead_letters: DeadLetterWriter
+    resources: Resources
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def count(self, name: str, by: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + by

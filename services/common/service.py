@@ -1,0 +1,86 @@
+"""What every service package provides, and the app factory that runs one service alone."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic
+
+from faststream import FastStream
+from faststream.nats import NatsBroker
+
+from contracts import Subjects
+from services.common.broker import (
+    ConsumerSpec,
+    DeadLetterWriter,
+    EventPublisher,
+    build_broker,
+    connect_nats,
+    provision,
+)
+from services.common.runtime import Resources, ServiceContext, SettingsT
+from services.common.settings import TierMemSettings, load_settings
+
+
+@dataclass(frozen=True)
+class ServiceDefinition(Generic[SettingsT]):
+    """A consumer service: its name, its settings class, its durable consumers, and how it
+    registers its handlers."""
+
+    name: str
+    settings_type: type[SettingsT]
+    consumers: Callable[[Subjects], Sequence[ConsumerSpec]]
+    register: Callable[[NatsBroker, ServiceContext[SettingsT]], None]
+    background: Callable[[ServiceContext[SettingsT]], Awaitable[None]] | None = None
+    """Optional long-running task (e.g. the pruner's schedule), started once the broker runs and
+    cancelled at shutdown."""
+
+    def settings_from(self, base: TierMemSettings) -> SettingsT:
+        """This service's settings: the shared values of `base`, plus its own fields from the
+        environment."""
+        return self.settings_type(**base.model_dump())
+
+
+def build_context(
+    settings: SettingsT, broker: NatsBroker, resources: Resources | None = None
+) -> ServiceContext[SettingsT]:
+    subjects = Subjects(settings.nats.subject_root)
+    publisher = EventPublisher(broker)
+    return ServiceContext(
+        settings=settings,
+        subjects=subjects,
+        publisher=publisher,
+        dead_letters=DeadLetterWriter(publisher, subjects),
+        resources=resources or Resources(settings),
+    )
+
+
+async def provision_for(settings: TierMemSettings, services: Sequence[ServiceDefinition[Any]]) -> None:
+    """Create streams and the services' durable consumers (idempotent) before subscribers bind."""
+    subjects = Subjects(settings.nats.subject_root)
+    client = await connect_nats(settings.nats, "tiermem-provisioner")
+    try:
+        specs = [spec for service in services for spec in service.consumers(subjects)]
+        await provision(client.jetstream(), settings.nats, specs)
+    finally:
+        await client.close()
+
+
+def create_service_app(definition: ServiceDefinition[SettingsT], base: TierMemSettings | None = None) -> FastStream:
+    """One service alone against external servers: how Kubernetes runs it
+    (`tiermem serve NAME`, or `faststream run services.NAME.app:create_app --factory`)."""
+    settings = definition.settings_from(base or load_settings())
+    broker = build_broker(settings, definition.name)
+    context = build_context(settings, broker)
+    definition.register(broker, context)
+    app = FastStream(broker)
+
+    @app.on_startup
+    async def _provision() -> None:
+        await provision_for(settings, [definition])
+
+    @app.after_shutdown
+    async def _close() -> None:
+        await context.resources.close()
+
+    return app

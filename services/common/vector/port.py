@@ -1,0 +1,117 @@
+"""Vector index port: one interface, an adapter per backend (Qdrant Edge, Qdrant server).
+
+Every data call takes an `Owner`; adapters stamp `tenant_id` / `user_id` into payloads on write and
+AND them into every filter on read, so isolation holds by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from services.common.owner import Owner
+
+EPISODES = "episodes"
+PASSAGES = "passages"
+FACTS = "facts"
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    indices: list[int]
+    values: list[float]
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRecord:
+    """A point to upsert. `id` is a UUID string (deterministic, chosen by the caller)."""
+
+    id: str
+    dense: Sequence[float]
+    sparse: SparseVector
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    id: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredRecord:
+    id: str
+    payload: dict[str, Any]
+    score: float  # fused score in [0, 1]
+    dense_score: float | None = None
+    keyword_score: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """Optional narrowing on top of the mandatory owner filter.
+
+    `match` holds exact matches on payload keys (a list value means "any of").
+    Times compare against the payload field named by `time_field` (stored as epoch seconds).
+    """
+
+    agent_id: str | None = None
+    scopes: Sequence[str] | None = None
+    channels: Sequence[str] | None = None
+    after: datetime | None = None
+    before: datetime | None = None
+    time_field: str = "occurred_at_ts"
+    match: Mapping[str, str | int | bool | Sequence[str]] = field(default_factory=dict)
+    ids: Sequence[str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HybridWeights:
+    keyword: float
+    dense: float
+
+
+class VectorIndex(Protocol):
+    """Port implemented by the Qdrant Edge and Qdrant server adapters."""
+
+    async def ensure_collection(self, collection: str, dense_dim: int) -> None: ...
+
+    async def upsert(self, collection: str, owner: Owner, records: Sequence[VectorRecord]) -> None: ...
+
+    async def hybrid_query(
+        self,
+        collection: str,
+        owner: Owner,
+        *,
+        dense: Sequence[float],
+        sparse: SparseVector,
+        weights: HybridWeights,
+        limit: int,
+        search_filter: SearchFilter | None = None,
+    ) -> list[ScoredRecord]: ...
+
+    async def get(self, collection: str, owner: Owner, ids: Sequence[str]) -> list[StoredRecord]: ...
+
+    async def scroll(
+        self, collection: str, owner: Owner, search_filter: SearchFilter | None = None, limit: int = 1000
+    ) -> list[StoredRecord]: ...
+
+    async def set_payload(
+        self, collection: str, owner: Owner, ids: Sequence[str], payload: Mapping[str, Any]
+    ) -> None: ...
+
+    async def delete(self, collection: str, owner: Owner, search_filter: SearchFilter | None = None) -> int:
+        """Delete the owner's points matching the filter (all of the owner's points when None);
+        returns how many were deleted."""
+        ...
+
+    async def count(self, collection: str, owner: Owner, search_filter: SearchFilter | None = None) -> int: ...
+
+    async def list_owners(self, collection: str) -> list[Owner]:
+        """Every (tenant, user) with points in the collection. For the pruner's sweep, which then
+        works owner by owner through the scoped calls."""
+        ...
+
+    async def close(self) -> None: ...

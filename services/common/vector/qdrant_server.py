@@ -1,0 +1,316 @@
+"""VectorIndex on a Qdrant server through `qdrant_client.AsyncQdrantClient` (production adapter).
+
+CI runs it against `AsyncQdrantClient(path=...)` local mode, which ignores payload indexes (the
+calls are still made) and scans, so only semantics, not speed, are tested there.
+
+Same schema and semantics as the Edge adapter (shared in adapter_support and fusion): named dense
+vector "dense" (cosine), sparse vector "keywords" with the IDF modifier, tenant_id indexed with
+`is_tenant=True`, keyword and epoch-seconds time indexes for the filter fields.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import numpy as np
+from qdrant_client import AsyncQdrantClient, models
+from qdrant_client.http.exceptions import UnexpectedResponse
+
+from services.common.owner import Owner
+from services.common.vector import port
+from services.common.vector.adapter_support import (
+    DEFAULT_TIME_FIELDS,
+    DENSE_VECTOR,
+    KEYWORD_INDEX_FIELDS,
+    SPARSE_VECTOR,
+    TENANT_FIELD,
+    USER_FIELD,
+    Conditions,
+    Hit,
+    check_collection_name,
+    fuse_hits,
+    owned_payload,
+    owner_conditions,
+    payload_update,
+    point_id,
+    point_ids,
+)
+from services.common.vector.fusion import FusionConfig, validate_weights
+
+_FACET_LIMIT = 1_000_000
+
+
+class QdrantServerVectorIndex:
+    """`VectorIndex` on a Qdrant server. The client is owned by the caller until `close()`, which closes it.
+
+    `corpus_size_ttl` bounds how stale the cached point count (the IDF corpus size used to calibrate
+    keyword scores, see fusion.py) may get; it only enters through a logarithm, so minutes are fine.
+    Writes through this adapter mark it stale at once.
+    """
+
+    def __init__(
+        self,
+        client: AsyncQdrantClient,
+        *,
+        fusion: FusionConfig | None = None,
+        time_fields: Sequence[str] = DEFAULT_TIME_FIELDS,
+        corpus_size_ttl: float = 300.0,
+    ) -> None:
+        self._client = client
+        self._fusion = fusion or FusionConfig()
+        self._time_fields = tuple(time_fields)
+        self._corpus_size_ttl = corpus_size_ttl
+        self._corpus_sizes: dict[str, tuple[int, float]] = {}  # collection → (points, monotonic time read)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def ensure_collection(self, collection: str, dense_dim: int) -> None:
+        """Create the collection if missing (tolerating a concurrent creator), check its vector
+        config, and create any missing payload index."""
+        check_collection_name(collection)
+        if dense_dim < 1:
+            raise ValueError(f"dense_dim must be >= 1, got {dense_dim}")
+        if not await self._client.collection_exists(collection):
+            try:
+                await self._client.create_collection(
+                    collection,
+                    vectors_config={DENSE_VECTOR: models.VectorParams(size=dense_dim, distance=models.Distance.COSINE)},
+                    sparse_vectors_config={SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                )
+            except (UnexpectedResponse, ValueError):
+                # Another service created it in the meantime (409 / local "already exists"): fine if it
+                # exists now; otherwise the error was something else.
+                if not await self._client.collection_exists(collection):
+                    raise
+        info = await self._client.get_collection(collection)
+        self._check_config(collection, info, dense_dim)
+        existing = set(info.payload_schema or {})
+        wanted: list[tuple[str, models.PayloadSchemaType | models.KeywordIndexParams]] = [
+            (TENANT_FIELD, models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True))
+        ]
+        wanted += [(name, models.PayloadSchemaType.KEYWORD) for name in KEYWORD_INDEX_FIELDS]
+        wanted += [(name, models.PayloadSchemaType.FLOAT) for name in self._time_fields]
+        for name, schema in wanted:
+            if name not in existing:
+                await self._client.create_payload_index(collection, name, field_schema=schema, wait=True)
+        self._corpus_sizes.pop(collection, None)
+
+    @staticmethod
+    def _check_config(collection: str, info: models.CollectionInfo, dense_dim: int) -> None:
+        vectors = info.config.params.vectors
+        dense = vectors.get(DENSE_VECTOR) if isinstance(vectors, dict) else None
+        if dense is None or dense.size != dense_dim or dense.distance != models.Distance.COSINE:
+            raise ValueError(
+                f"collection {collection!r} exists with vectors {vectors!r}; expected {DENSE_VECTOR!r}: "
+                f"{dense_dim} dims, cosine"
+            )
+        sparse = (info.config.params.sparse_vectors or {}).get(SPARSE_VECTOR)
+        if sparse is None or sparse.modifier != models.Modifier.IDF:
+            raise ValueError(f"collection {collection!r} lacks sparse vector {SPARSE_VECTOR!r} with the IDF modifier")
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def _corpus_size(self, collection: str) -> int:
+        cached = self._corpus_sizes.get(collection)
+        now = time.monotonic()
+        if cached is not None and now - cached[1] < self._corpus_size_ttl:
+            return cached[0]
+        points = (await self._client.count(collection, exact=False)).count
+        self._corpus_sizes[collection] = (points, now)
+        return points
+
+    # -- writes ------------------------------------------------------------------------------
+
+    async def upsert(self, collection: str, owner: Owner, records: Sequence[port.VectorRecord]) -> None:
+        points = [self._point(owner, record) for record in records]  # validate all before writing
+        if not points:
+            return
+        owner_filter = _server_filter(owner_conditions(owner))
+        # Point ids are global to the collection: refuse (loudly) to overwrite another owner's point.
+        # The conditional upsert below also keeps a racing writer from doing so.
+        foreign = models.Filter(
+            must=[models.HasIdCondition(has_id=[point.id for point in points])], must_not=[owner_filter]
+        )
+        taken = (await self._client.count(collection, count_filter=foreign, exact=True)).count
+        if taken:
+            raise ValueError(f"{taken} of these point ids belong to another owner in {collection!r}; nothing written")
+        await self._client.upsert(collection, points=points, update_filter=owner_filter, wait=True)
+        self._corpus_sizes.pop(collection, None)
+
+    @staticmethod
+    def _point(owner: Owner, record: port.VectorRecord) -> models.PointStruct:
+        if len(record.sparse.indices) != len(record.sparse.values):
+            raise ValueError(f"record {record.id}: sparse indices and values differ in length")
+        dense = record.dense.tolist() if isinstance(record.dense, np.ndarray) else [float(x) for x in record.dense]
+        return models.PointStruct(
+            id=point_id(record.id),
+            vector={
+                DENSE_VECTOR: dense,
+                SPARSE_VECTOR: models.SparseVector(
+                    indices=list(record.sparse.indices), values=list(record.sparse.values)
+                ),
+            },
+            payload=owned_payload(owner, record.payload),
+        )
+
+    async def set_payload(self, collection: str, owner: Owner, ids: Sequence[str], payload: Mapping[str, Any]) -> None:
+        update = payload_update(owner, payload)
+        conditions = owner_conditions(owner)
+        conditions.ids = point_ids(ids)
+        if not update or conditions.matches_nothing:
+            return
+        await self._client.set_payload(collection, payload=update, points=_server_filter(conditions), wait=True)
+
+    async def delete(self, collection: str, owner: Owner, search_filter: port.SearchFilter | None = None) -> int:
+        conditions = owner_conditions(owner, search_filter)
+        if conditions.matches_nothing:
+            return 0
+        server_filter = _server_filter(conditions)
+        matched = (await self._client.count(collection, count_filter=server_filter, exact=True)).count
+        if matched:
+            await self._client.delete(
+                collection, points_selector=models.FilterSelector(filter=server_filter), wait=True
+            )
+            self._corpus_sizes.pop(collection, None)
+        return matched
+
+    # -- reads -------------------------------------------------------------------------------
+
+    async def hybrid_query(
+        self,
+        collection: str,
+        owner: Owner,
+        *,
+        dense: Sequence[float],
+        sparse: port.SparseVector,
+        weights: port.HybridWeights,
+        limit: int,
+        search_filter: port.SearchFilter | None = None,
+    ) -> list[port.ScoredRecord]:
+        validate_weights(weights)
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        conditions = owner_conditions(owner, search_filter)
+        if conditions.matches_nothing:
+            return []
+        server_filter = _server_filter(conditions)
+        candidates = self._fusion.candidates(limit)
+        run_dense = weights.dense > 0
+        run_keyword = weights.keyword > 0
+        query_vector = np.asarray(dense, dtype=np.float32)
+        requests: list[models.QueryRequest] = []
+        if run_dense:
+            requests.append(
+                models.QueryRequest(
+                    query=query_vector.tolist(),
+                    using=DENSE_VECTOR,
+                    filter=server_filter,
+                    limit=candidates,
+                    with_payload=True,
+                )
+            )
+        if run_keyword and sparse.indices:
+            requests.append(
+                models.QueryRequest(
+                    query=models.SparseVector(indices=list(sparse.indices), values=list(sparse.values)),
+                    using=SPARSE_VECTOR,
+                    filter=server_filter,
+                    limit=candidates,
+                    with_payload=True,
+                    # Stored dense vectors (normalised by the engine) give keyword-only hits their cosine.
+                    with_vector=[DENSE_VECTOR] if run_dense else False,
+                )
+            )
+        responses = iter(await self._client.query_batch_points(collection, requests=requests) if requests else [])
+        dense_hits = [_hit(point) for point in next(responses).points] if run_dense else None
+        keyword_hits = (
+            ([_hit(point) for point in next(responses).points] if sparse.indices else []) if run_keyword else None
+        )
+        corpus_size = await self._corpus_size(collection) if keyword_hits else 1
+        return fuse_hits(
+            dense_hits,
+            keyword_hits,
+            query_vector,
+            weights,
+            corpus_size=corpus_size,
+            limit=limit,
+            config=self._fusion,
+        )
+
+    async def get(self, collection: str, owner: Owner, ids: Sequence[str]) -> list[port.StoredRecord]:
+        conditions = owner_conditions(owner)
+        conditions.ids = point_ids(ids)
+        if conditions.matches_nothing:
+            return []
+        records, _ = await self._client.scroll(
+            collection, scroll_filter=_server_filter(conditions), limit=len(conditions.ids), with_payload=True
+        )
+        found = {
+            str(record.id): port.StoredRecord(id=str(record.id), payload=record.payload or {}) for record in records
+        }
+        return [found[wanted] for wanted in conditions.ids if wanted in found]
+
+    async def scroll(
+        self,
+        collection: str,
+        owner: Owner,
+        search_filter: port.SearchFilter | None = None,
+        limit: int = 1000,
+    ) -> list[port.StoredRecord]:
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")
+        conditions = owner_conditions(owner, search_filter)
+        if conditions.matches_nothing:
+            return []
+        records, _ = await self._client.scroll(
+            collection, scroll_filter=_server_filter(conditions), limit=limit, with_payload=True
+        )
+        return [port.StoredRecord(id=str(record.id), payload=record.payload or {}) for record in records]
+
+    async def count(self, collection: str, owner: Owner, search_filter: port.SearchFilter | None = None) -> int:
+        conditions = owner_conditions(owner, search_filter)
+        if conditions.matches_nothing:
+            return 0
+        return (await self._client.count(collection, count_filter=_server_filter(conditions), exact=True)).count
+
+    async def list_owners(self, collection: str) -> list[Owner]:
+        owners: list[Owner] = []
+        tenants = await self._client.facet(collection, TENANT_FIELD, limit=_FACET_LIMIT, exact=True)
+        for tenant_hit in tenants.hits:
+            tenant = str(tenant_hit.value)
+            tenant_filter = models.Filter(
+                must=[models.FieldCondition(key=TENANT_FIELD, match=models.MatchValue(value=tenant))]
+            )
+            users = await self._client.facet(
+                collection, USER_FIELD, facet_filter=tenant_filter, limit=_FACET_LIMIT, exact=True
+            )
+            owners.extend(Owner(tenant_id=tenant, user_id=str(user_hit.value)) for user_hit in users.hits)
+        return sorted(owners, key=lambda owner: (owner.tenant_id, owner.user_id))
+
+
+def _hit(point: models.ScoredPoint) -> Hit:
+    vectors = point.vector
+    dense = vectors.get(DENSE_VECTOR) if isinstance(vectors, dict) else None
+    return Hit(
+        id=str(point.id),
+        score=point.score,
+        payload=point.payload or {},
+        dense_vector=cast("list[float]", dense) if isinstance(dense, list) else None,
+    )
+
+
+def _server_filter(conditions: Conditions) -> models.Filter:
+    must: list[models.Condition] = [
+        models.FieldCondition(key=key, match=models.MatchValue(value=value)) for key, value in conditions.equals
+    ]
+    must += [models.FieldCondition(key=key, match=models.MatchAny(any=values)) for key, values in conditions.any_of]
+    must += [
+        models.FieldCondition(key=key, range=models.Range(gte=lower, lt=upper))
+        for key, lower, upper in conditions.ranges
+    ]
+    if conditions.ids is not None:
+        must.append(models.HasIdCondition(has_id=list(conditions.ids)))
+    return models.Filter(must=must)

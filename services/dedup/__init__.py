@@ -1,0 +1,1 @@
+"""dedup: EntityUpserted → merge duplicate entity nodes (exact/alias, fuzzy, embedding, LLM) → EntityMerged."""

@@ -1,0 +1,1 @@
+"""episodic-summarizer: SessionCompleted → episode (summary, abstract, passages) → EpisodeCreated."""

@@ -1,0 +1,298 @@
+"""What to forget, decided without I/O: the prune rules (given a clock reading), the text matching
+that finds where an erased fact was stated, and the redaction of a raw session.
+
+Prune rules (DESIGN.md §3):
+- an episode (and its passages) whose TTL has passed is expired;
+- an episode not recalled for `unrecalled_max_age` — counted from its last recall, or from the
+  session when it was never recalled — is pruned before its TTL;
+- a superseded fact version goes `superseded_grace` after it was superseded;
+- current facts (and the graph) are the semantic tier: no rule here ever touches them.
+
+Redaction: an erased fact is found in text by its value and its sentence ("needles"). Latin-script
+needles match on ASCII word boundaries ("Go" does not match "Google"), case-sensitively when the
+needle has a capital letter (a proper noun) and case-insensitively otherwise; needles in other scripts
+match as substrings, because Korean particles attach to the word ("부산에서"). Every sentence that
+mentions a needle is dropped, so the rebuilt summary cannot state the fact again; this errs on the
+side of forgetting a little too much."""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from contracts import Message, SessionCompleted
+from services.common.text import split_sentences
+
+Clock = Callable[[], datetime]
+"""Returns the current time (timezone-aware). Injected so tests control it."""
+
+EpisodeVerdict = Literal["expired", "unrecalled"]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _check_aware(now: datetime) -> float:
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise ValueError(f"the clock must return timezone-aware datetimes, got {now!r}")
+    return now.timestamp()
+
+
+# --------------------------------------------------------------------------------------------------
+# Prune rules
+
+
+@dataclass(frozen=True, slots=True)
+class PrunePolicy:
+    unrecalled_max_age: timedelta | None
+    """None disables the never-recalled rule."""
+    superseded_grace: timedelta
+
+    @classmethod
+    def from_days(cls, unrecalled_max_age_days: float | None, superseded_grace_days: float) -> PrunePolicy:
+        if unrecalled_max_age_days is not None and unrecalled_max_age_days <= 0:
+            raise ValueError(f"unrecalled_max_age_days must be positive, got {unrecalled_max_age_days}")
+        if superseded_grace_days < 0:
+            raise ValueError(f"superseded_grace_days must not be negative, got {superseded_grace_days}")
+        return cls(
+            unrecalled_max_age=None if unrecalled_max_age_days is None else timedelta(days=unrecalled_max_age_days),
+            superseded_grace=timedelta(days=superseded_grace_days),
+        )
+
+
+def _epoch(payload: Mapping[str, Any], key: str) -> float | None:
+    value = payload.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _iso_epoch(payload: Mapping[str, Any], key: str) -> float | None:
+    value = payload.get(key)
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed.timestamp() if parsed.tzinfo is not None else None
+
+
+def episode_verdict(payload: Mapping[str, Any], now: datetime, policy: PrunePolicy) -> EpisodeVerdict | None:
+    """Why the episode should be pruned at `now`, or None to keep it. An episode that carries no
+    usable time is kept: nothing is deleted on a guess."""
+    now_ts = _check_aware(now)
+    expires = _epoch(payload, "expires_at_ts")
+    if expires is not None and expires <= now_ts:
+        return "expired"
+    if policy.unrecalled_max_age is None:
+        return None
+    times = [t for t in (_epoch(payload, "occurred_at_ts"), _epoch(payload, "last_recalled_at_ts")) if t is not None]
+    if not times:
+        return None
+    if now_ts - max(times) >= policy.unrecalled_max_age.total_seconds():
+        return "unrecalled"
+    return None
+
+
+def passage_expired(payload: Mapping[str, Any], now: datetime) -> bool:
+    """A passage left behind by its episode (a crash between the two deletes) past its TTL."""
+    expires = _epoch(payload, "expires_at_ts")
+    return expires is not None and expires <= _check_aware(now)
+
+
+def is_superseded_fact(payload: Mapping[str, Any]) -> bool:
+    return (
+        payload.get("status") == "superseded"
+        or payload.get("valid_to") is not None
+        or payload.get("valid_to_ts") is not None
+        or payload.get("superseded_by") is not None
+    )
+
+
+def superseded_fact_due(payload: Mapping[str, Any], now: datetime, policy: PrunePolicy) -> bool:
+    """True when the fact is a superseded version whose grace period has run out. Current facts are
+    never due; a superseded fact without a usable end time is kept."""
+    now_ts = _check_aware(now)
+    if not is_superseded_fact(payload):
+        return False
+    ended = _epoch(payload, "valid_to_ts") or _iso_epoch(payload, "valid_to") or _iso_epoch(payload, "updated_at")
+    if ended is None:
+        return False
+    return now_ts - ended >= policy.superseded_grace.total_seconds()
+
+
+def seconds_until_next_pass(now_s: float, interval_s: float, earliest_s: float) -> float:
+    """Seconds from `now_s` (epoch) to the next pass. Passes fall on multiples of the interval since
+    the epoch (00:00, 06:00, … UTC for 6 h), so a service that restarts more often than the interval
+    still prunes, and never before `earliest_s`."""
+    if interval_s <= 0:
+        raise ValueError(f"interval_s must be positive, got {interval_s}")
+    next_slot = (math.floor(now_s / interval_s) + 1) * interval_s
+    if next_slot < earliest_s:
+        next_slot = math.ceil(earliest_s / interval_s) * interval_s
+    return max(next_slot - now_s, 0.0)
+
+
+def plan_episode_prune(
+    records: Iterable[tuple[str, Mapping[str, Any]]], now: datetime, policy: PrunePolicy
+) -> dict[str, EpisodeVerdict]:
+    """Episode id → verdict, for the episodes among `records` that should go."""
+    planned: dict[str, EpisodeVerdict] = {}
+    for record_id, payload in records:
+        verdict = episode_verdict(payload, now, policy)
+        if verdict is not None:
+            planned[record_id] = verdict
+    return planned
+
+
+class PruneReport(BaseModel):
+    """What one prune pass removed. Published on `Subjects.prune_completed()`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event_type: Literal["prune.completed"] = Field(default="prune.completed", description="Discriminator.")
+    schema_version: Literal[1] = Field(default=1, description="Version of this event's schema.")
+    event_id: UUID = Field(description="Deterministic id of the pass (from its clock reading).")
+    now: AwareDatetime = Field(description="The clock reading every rule was evaluated against.")
+    started_at: AwareDatetime = Field(description="Wall-clock start of the pass.")
+    finished_at: AwareDatetime = Field(description="Wall-clock end of the pass.")
+    owners_scanned: int = Field(ge=0, description="Tenant/user pairs the pass looked at.")
+    removed: dict[str, int] = Field(
+        description="episodes_expired, episodes_unrecalled, passages, facts_superseded: how many points went."
+    )
+    truncated_owners: list[str] = Field(
+        default_factory=list,
+        description="tenant/user pairs whose scan hit the scan limit; the next pass continues there.",
+    )
+
+
+def add_counts(total: dict[str, int], more: Mapping[str, int]) -> dict[str, int]:
+    """`total` with `more` added key by key (in place, returned for chaining)."""
+    for key, value in more.items():
+        total[key] = total.get(key, 0) + int(value)
+    return total
+
+
+# --------------------------------------------------------------------------------------------------
+# Finding an erased fact in text
+
+
+@dataclass(frozen=True, slots=True)
+class Needle:
+    """One piece of erased text and how to find it."""
+
+    text: str
+    case_sensitive: bool
+    pattern: re.Pattern[str]
+
+    def found_in(self, text: str) -> bool:
+        normalised = unicodedata.normalize("NFKC", text)
+        return self.pattern.search(normalised if self.case_sensitive else normalised.casefold()) is not None
+
+
+def _is_ascii_word_char(char: str) -> bool:
+    return char.isascii() and char.isalnum()
+
+
+def make_needle(text: str) -> Needle | None:
+    """A needle for `text`, or None when nothing is left after normalising whitespace."""
+    normalised = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip()
+    if not normalised:
+        return None
+    case_sensitive = any(char.isupper() for char in normalised)
+    folded = normalised if case_sensitive else normalised.casefold()
+    # Whitespace inside the needle matches any run of whitespace in the text.
+    body = r"\s+".join(re.escape(part) for part in folded.split(" "))
+    left = r"(?<![A-Za-z0-9])" if _is_ascii_word_char(folded[0]) else ""
+    right = r"(?![A-Za-z0-9])" if _is_ascii_word_char(folded[-1]) else ""
+    return Needle(text=normalised, case_sensitive=case_sensitive, pattern=re.compile(left + body + right))
+
+
+def fact_needles(value: str, text: str) -> list[Needle]:
+    """The needles of a fact: its value and its sentence."""
+    needles = [make_needle(value), make_needle(text)]
+    unique: dict[str, Needle] = {}
+    for needle in needles:
+        if needle is not None:
+            unique.setdefault(needle.text, needle)
+    return list(unique.values())
+
+
+def mentions(text: str, needles: Sequence[Needle]) -> bool:
+    return any(needle.found_in(text) for needle in needles)
+
+
+def value_mentions(value: Any, needles: Sequence[Needle]) -> bool:
+    """True when any string inside `value` (nested dicts and lists included) mentions a needle."""
+    if isinstance(value, str):
+        return mentions(value, needles)
+    if isinstance(value, Mapping):
+        return any(value_mentions(key, needles) or value_mentions(item, needles) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return any(value_mentions(item, needles) for item in value)
+    return False
+
+
+def session_mentions(event: SessionCompleted, needles: Sequence[Needle]) -> bool:
+    return any(
+        mentions(message.content, needles) or (message.name is not None and mentions(message.name, needles))
+        for message in event.messages
+    ) or value_mentions(event.metadata, needles)
+
+
+@dataclass(frozen=True, slots=True)
+class Redaction:
+    messages: list[Message]
+    sentences_removed: int
+    messages_removed: int
+
+
+def redact_messages(messages: Sequence[Message], needles: Sequence[Needle]) -> Redaction:
+    """Drop every sentence that mentions a needle; a turn with nothing left goes. Untouched turns
+    stay verbatim (the raw archive is kept as it was)."""
+    kept: list[Message] = []
+    sentences_removed = 0
+    messages_removed = 0
+    for message in messages:
+        name = message.name if message.name is None or not mentions(message.name, needles) else None
+        if not mentions(message.content, needles):
+            kept.append(message if name == message.name else message.model_copy(update={"name": name}))
+            continue
+        sentences = split_sentences(message.content)
+        remaining = [sentence for sentence in sentences if not mentions(sentence, needles)]
+        sentences_removed += len(sentences) - len(remaining)
+        content = " ".join(remaining)
+        # A needle spanning two sentences is only visible in the joined text: then the turn goes.
+        if not content.strip() or mentions(content, needles):
+            messages_removed += 1
+            sentences_removed += len(remaining)
+            continue
+        kept.append(message.model_copy(update={"content": content, "name": name}))
+    return Redaction(messages=kept, sentences_removed=sentences_removed, messages_removed=messages_removed)
+
+
+def redact_session(event: SessionCompleted, needles: Sequence[Needle], new_event_id: UUID) -> SessionCompleted | None:
+    """The session without the erased text, under a new event id (same session id, so the summariser
+    rebuilds the same episode); None when no turn is left."""
+    redaction = redact_messages(event.messages, needles)
+    if not redaction.messages:
+        return None
+    metadata = {key: value for key, value in event.metadata.items() if not value_mentions([key, value], needles)}
+    return SessionCompleted.model_validate(
+        {
+            **event.model_dump(),
+            "event_id": new_event_id,
+            "messages": [message.model_dump() for message in redaction.messages],
+            "metadata": metadata,
+        }
+    )

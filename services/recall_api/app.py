@@ -1,0 +1,68 @@
+"""App factory of the recall API: `uvicorn services.recall_api.app:create_app --factory`.
+
+All start-up work (model loading, the MCP session manager, the recall-count worker) happens in the
+FastAPI lifespan, so building the app is cheap and side-effect free."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+from starlette.routing import Route
+
+from services.common.runtime import Resources
+from services.common.settings import load_settings
+from services.recall_api.auth import check_api_keys
+from services.recall_api.mcp_server import build_mcp_server, streamable_http_endpoint
+from services.recall_api.routes import router
+from services.recall_api.service import RecallService
+from services.recall_api.settings import RecallApiSettings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: RecallApiSettings | None = None, resources: Resources | None = None) -> FastAPI:
+    """The recall API with its MCP endpoint. `resources` may be shared with other services running
+    in the same process (the embedded stack); the app then leaves closing them to their owner.
+    Without `settings`, the shared values come from `resources.settings` (else `load_settings()`)
+    and the recall-specific ones from the environment (`TIERMEM_L0_MIN_SCORE`, ...)."""
+    if settings is None:
+        # Shared resources carry the process's settings (the embedded stack); else read them.
+        base = resources.settings if resources is not None else load_settings()
+        settings = base if isinstance(base, RecallApiSettings) else RecallApiSettings(**base.model_dump())
+    check_api_keys(settings.api_keys)
+    owns_resources = resources is None
+    shared = resources or Resources(settings)
+    service = RecallService(settings, shared)
+    mcp = build_mcp_server(service)
+    mcp_endpoint = streamable_http_endpoint(mcp, settings)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if not settings.api_keys:
+            log.warning("recall-api has no API keys configured: every /v1 and MCP request will be refused (401)")
+        await service.start()
+        try:
+            async with mcp.session_manager.run():
+                yield
+        finally:
+            await service.stop()
+            if owns_resources:
+                await shared.close()
+
+    app = FastAPI(
+        title="tiermem recall API",
+        version="0.1.0",
+        description=(
+            "Long-term memory for agents: L0 auto-inject, L1 search and expand, L2 graph, fact saving. "
+            "Every /v1 request needs `Authorization: Bearer <api key>`; the key decides the tenant. "
+            f"MCP (streamable HTTP) is served at `{settings.mcp_path}` with the same keys."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.recall_service = service
+    app.include_router(router)
+    app.router.routes.append(Route(settings.mcp_path, endpoint=mcp_endpoint, include_in_schema=False))
+    return app

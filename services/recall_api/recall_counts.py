@@ -1,0 +1,111 @@
+"""Recall counts (`recall_count`, `last_recalled_at_ts`), which the pruner uses to find memories
+nobody needs, are written off the response path: requests only enqueue; one background task
+coalesces and writes them with `set_payload`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from services.common.owner import Owner
+from services.common.runtime import Resources
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Recalled:
+    collection: str
+    owner: Owner
+    ids: tuple[str, ...]
+    at_ts: float
+
+
+class RecallCountUpdater:
+    """A bounded queue and one worker. When the queue is full an update is dropped with a warning
+    and counted (`dropped`): a recall count is a pruning hint, never worth slowing a turn down for."""
+
+    def __init__(self, resources: Resources, *, max_pending: int = 10_000, batch: int = 256) -> None:
+        self._resources = resources
+        self._queue: asyncio.Queue[_Recalled] = asyncio.Queue(maxsize=max_pending)
+        self._batch = batch
+        self._task: asyncio.Task[None] | None = None
+        self.written = 0
+        self.dropped = 0
+        self.failed = 0
+
+    def start(self) -> None:
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="recall-count-updater")
+
+    def submit(self, collection: str, owner: Owner, ids: Sequence[str], at_ts: float) -> None:
+        if not ids:
+            return
+        try:
+            self._queue.put_nowait(_Recalled(collection, owner, tuple(ids), at_ts))
+        except asyncio.QueueFull:
+            self.dropped += 1
+            log.warning("recall-count queue full: dropped an update of %d %s for %s", len(ids), collection, owner)
+
+    async def drain(self) -> None:
+        """Wait until everything submitted so far is written (tests, shutdown)."""
+        await self._queue.join()
+
+    async def stop(self, timeout_s: float = 5.0) -> None:
+        if self._task is None:
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._queue.join(), timeout=timeout_s)
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            first = await self._queue.get()
+            items = [first]
+            while len(items) < self._batch:
+                try:
+                    items.append(self._queue.get_nowait())
+                except asyncio.QueueEmpty:
+                    break
+            try:
+                await self._write(items)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.failed += len(items)
+                log.exception("could not write %d recall-count updates", len(items))
+            finally:
+                for _ in items:
+                    self._queue.task_done()
+
+    async def _write(self, items: Sequence[_Recalled]) -> None:
+        # Coalesce: per (collection, owner), each id's number of recalls and latest time.
+        grouped: dict[tuple[str, Owner], dict[str, tuple[int, float]]] = defaultdict(dict)
+        for item in items:
+            per_id = grouped[(item.collection, item.owner)]
+            for point_id in item.ids:
+                count, latest = per_id.get(point_id, (0, 0.0))
+                per_id[point_id] = (count + 1, max(latest, item.at_ts))
+        index = await self._resources.vector_index()
+        for (collection, owner), per_id in grouped.items():
+            stored = await index.get(collection, owner, list(per_id))
+            for record in stored:
+                increment, latest = per_id[record.id]
+                current = record.payload.get("recall_count")
+                previous = current if isinstance(current, int) and not isinstance(current, bool) else 0
+                last = record.payload.get("last_recalled_at_ts")
+                latest = max(latest, float(last)) if isinstance(last, int | float) else latest
+                await index.set_payload(
+                    collection,
+                    owner,
+                    [record.id],
+                    {"recall_count": previous + increment, "last_recalled_at_ts": latest},
+                )
+                self.written += 1

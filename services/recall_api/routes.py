@@ -1,0 +1,194 @@
+"""HTTP routes of the recall API: thin shells over `RecallService`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response, status
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from contracts.events import ID_PATTERN, Channel
+from services.recall_api import logic
+from services.recall_api.auth import bearer_token, tenant_for_key
+from services.recall_api.schemas import (
+    AutoRecallRequest,
+    AutoRecallResponse,
+    ErasureAccepted,
+    ExpandedMemory,
+    FactsResponse,
+    GraphSearchRequest,
+    GraphSearchResponse,
+    Instructions,
+    SaveFactRequest,
+    SaveFactResponse,
+    SearchRequest,
+    SearchResponse,
+)
+from services.recall_api.service import FactRejected, RecallService, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+NOT_FOUND_DETAIL = "memory not found"
+UserId = Annotated[str, Query(pattern=ID_PATTERN, max_length=128, description="End user whose memory is read.")]
+
+
+def service_of(request: Request) -> RecallService:
+    service: RecallService = request.app.state.recall_service
+    return service
+
+
+def require_tenant(request: Request) -> str:
+    """The tenant of the request's Bearer API key; 401 otherwise."""
+    service = service_of(request)
+    tenant = tenant_for_key(service.settings.api_keys, bearer_token(request.headers.get("authorization")))
+    if tenant is None:
+        raise HTTPException(
+            status_code=status.HTTP_401_UNAUTHORIZED,
+            detail="missing or invalid API key",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return tenant
+
+
+Tenant = Annotated[str, Depends(require_tenant)]
+Service = Annotated[RecallService, Depends(service_of)]
+
+
+def _unavailable(exc: StoreUnavailable) -> HTTPException:
+    log.error("recall store unavailable: %s", exc)
+    return HTTPException(status_code=status.HTTP_503_SERVICE_UNAVAILABLE, detail=str(exc))
+
+
+router = APIRouter()
+
+
+@router.post("/v1/recall/auto", response_model=AutoRecallResponse, tags=["recall"], summary="L0 auto-inject")
+async def recall_auto(body: AutoRecallRequest, tenant: Tenant, service: Service) -> AutoRecallResponse:
+    try:
+        return await service.auto(tenant, body)
+    except StoreUnavailable as exc:
+        service.metrics.record_error("auto")
+        raise _unavailable(exc) from exc
+
+
+@router.post("/v1/memories/search", response_model=SearchResponse, tags=["recall"], summary="L1 memory_search")
+async def memories_search(body: SearchRequest, tenant: Tenant, service: Service) -> SearchResponse:
+    try:
+        return await service.search(tenant, body)
+    except StoreUnavailable as exc:
+        raise _unavailable(exc) from exc
+
+
+@router.get(
+    "/v1/memories/{memory_id}",
+    response_model=ExpandedMemory,
+    tags=["recall"],
+    summary="L1 memory_expand",
+    responses={404: {"description": "No such memory for this tenant and user (the same for every reason)."}},
+)
+async def memories_expand(
+    memory_id: Annotated[str, Path(max_length=128)],
+    user_id: UserId,
+    tenant: Tenant,
+    service: Service,
+    channel: Channel = "private",
+) -> ExpandedMemory:
+    try:
+        expanded = await service.expand(tenant, user_id, memory_id, channel=channel)
+    except StoreUnavailable as exc:
+        raise _unavailable(exc) from exc
+    if expanded is None:
+        raise HTTPException(status_code=status.HTTP_404_NOT_FOUND, detail=NOT_FOUND_DETAIL)
+    return expanded
+
+
+@router.post("/v1/graph/search", response_model=GraphSearchResponse, tags=["recall"], summary="L2 graph search")
+async def graph_search(body: GraphSearchRequest, tenant: Tenant, service: Service) -> GraphSearchResponse:
+    if not body.query and not body.entity:
+        raise HTTPException(status_code=status.HTTP_422_UNPROCESSABLE_CONTENT, detail="give `query` or `entity`")
+    try:
+        return await service.graph_search(tenant, body)
+    except StoreUnavailable as exc:
+        raise _unavailable(exc) from exc
+
+
+@router.post(
+    "/v1/facts",
+    response_model=SaveFactResponse,
+    tags=["facts"],
+    summary="memory_save",
+    responses={422: {"description": "The write policy rejected the fact; `detail` says why."}},
+)
+async def facts_save(body: SaveFactRequest, tenant: Tenant, service: Service) -> SaveFactResponse:
+    try:
+        return await service.save_fact(tenant, body)
+    except FactRejected as exc:
+        raise HTTPException(status_code=status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
+    except StoreUnavailable as exc:
+        raise _unavailable(exc) from exc
+
+
+@router.get("/v1/facts", response_model=FactsResponse, tags=["facts"], summary="memory_recall")
+async def facts_recall(
+    user_id: UserId,
+    tenant: Tenant,
+    service: Service,
+    token_budget: Annotated[int | None, Query(ge=1, le=8000)] = None,
+    channel: Channel = "private",
+    subject: Annotated[str | None, Query(max_length=200)] = None,
+) -> FactsResponse:
+    try:
+        return await service.recall_facts(tenant, user_id, token_budget=token_budget, channel=channel, subject=subject)
+    except StoreUnavailable as exc:
+        raise _unavailable(exc) from exc
+
+
+@router.delete(
+    "/v1/users/{user_id}",
+    response_model=ErasureAccepted,
+    status_code=status.HTTP_202_ACCEPTED,
+    tags=["erasure"],
+    summary="Erase a user's memory (carried out asynchronously)",
+)
+async def users_erase(
+    user_id: Annotated[str, Path(pattern=ID_PATTERN, max_length=128)],
+    tenant: Tenant,
+    service: Service,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> ErasureAccepted:
+    try:
+        return await service.request_erasure(tenant, user_id, idempotency_key=idempotency_key)
+    except StoreUnavailable as exc:
+        raise _unavailable(exc) from exc
+
+
+@router.get("/v1/prompt/memory-instructions", response_model=Instructions, tags=["prompt"])
+async def memory_instructions(
+    tenant: Tenant, lang: Annotated[str, Query(max_length=35, description="'en' or 'ko'")] = "en"
+) -> Instructions:
+    del tenant  # authenticated like every /v1 call; the text is the same for every tenant
+    try:
+        return Instructions(lang=lang, text=logic.memory_instructions(lang))
+    except ValueError as exc:
+        raise HTTPException(status_code=status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
+
+
+@router.get("/healthz", tags=["health"])
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", tags=["health"])
+async def readyz(service: Service) -> Response:
+    checks = await service.readiness()
+    ready = all(result == "ok" for result in checks.values())
+    return JSONResponse(
+        {"status": "ready" if ready else "not ready", "checks": checks},
+        status_code=status.HTTP_200_OK if ready else status.HTTP_503_SERVICE_UNAVAILABLE,
+    )
+
+
+@router.get("/metrics", tags=["health"], response_class=PlainTextResponse)
+async def metrics(service: Service) -> PlainTextResponse:
+    return PlainTextResponse(service.metrics.prometheus(), media_type="text/plain; version=0.0.4")

@@ -1,0 +1,153 @@
+"""Request and response bodies of the recall API (they make up the OpenAPI document)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contracts.events import Channel, CleanText, MessageRole, Scope, SubjectToken
+from services.common.facts import FactStatus, Volatility
+
+MemoryKind = Literal["episode", "fact"]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ChatTurn(_Body):
+    role: MessageRole = Field(description="Who produced the turn.")
+    content: CleanText = Field(max_length=32_000, description="The text of the turn.")
+
+
+class AutoRecallRequest(_Body):
+    user_id: SubjectToken = Field(description="End user whose memory is searched.")
+    agent_id: SubjectToken | None = Field(default=None, description="Only this agent's episodes, when given.")
+    channel: Channel = Field(default="private", description="'group' never sees memories from private sessions.")
+    message: CleanText = Field(max_length=32_000, description="The current user message.")
+    recent_messages: list[ChatTurn] = Field(
+        default_factory=list, max_length=100, description="Earlier turns of this conversation, oldest first."
+    )
+    max_entries: int | None = Field(default=None, ge=1, le=20, description="Most entries injected (default 3).")
+    token_budget: int | None = Field(default=None, ge=1, le=8000, description="Most tokens of the section (300).")
+
+
+class MemoryItem(BaseModel):
+    id: str = Field(description="Episode or fact id; pass it to memory_expand.")
+    kind: MemoryKind
+    abstract: str = Field(description="One line: the episode abstract or the fact sentence.")
+    score: float = Field(description="Fused relevance in [0, 1] (what the minimum score is compared with).")
+    weight: float = Field(description="Relevance × recency: the ranking key.")
+    occurred_at: str | None = Field(description="When the session ended (episodes) or the fact was last said.")
+    session_id: str | None = Field(description="Source session (episodes; facts: the latest observation's).")
+    status: FactStatus | None = Field(default=None, description="Fact status; None for episodes.")
+    scope: Scope | None = None
+    channel: Channel | None = Field(
+        default=None, description="'group' when it was stated in a group conversation (a group may see it)."
+    )
+    channels: list[Channel] = Field(default_factory=list, description="Every channel it was stated in.")
+    matched_passage: str | None = Field(default=None, description="The passage that matched, when one did.")
+
+
+class AutoRecallResponse(BaseModel):
+    section: str = Field(description="The '## Memory Context' text to put into the prompt, or ''.")
+    items: list[MemoryItem]
+    injected: int = Field(description="How many entries the section holds.")
+    top_score: float | None = Field(description="Best relevance seen (before the threshold), None if none.")
+    tokens: int = Field(description="Tokens of the section (o200k_base).")
+    skipped_reason: str | None = Field(description="'trivial' when the message was not searched at all.")
+
+
+class SearchRequest(_Body):
+    user_id: SubjectToken
+    query: CleanText = Field(min_length=1, max_length=4000)
+    limit: int = Field(default=10, ge=1, le=100)
+    kinds: list[MemoryKind] | None = Field(default=None, description="episode and/or fact; both when omitted.")
+    channel: Channel = Field(default="private", description="'group' only searches memories from group sessions.")
+    agent_id: SubjectToken | None = None
+    include_superseded: bool = Field(default=False, description="Also return facts a newer value replaced.")
+
+
+class SearchResponse(BaseModel):
+    items: list[MemoryItem]
+    top_score: float | None
+
+
+class SourceMessage(BaseModel):
+    role: str
+    content: str
+    ts: str | None = None
+    name: str | None = None
+
+
+class ExpandedMemory(BaseModel):
+    id: str
+    kind: MemoryKind
+    provenance: dict[str, Any] = Field(description="Where it came from: session, channel, dates, source events.")
+    summary: str | None = Field(default=None, description="Full episode summary.")
+    abstract: str | None = None
+    fact: dict[str, Any] | None = Field(default=None, description="The full fact, for facts.")
+    messages: list[SourceMessage] = Field(default_factory=list, description="Source messages of an episode.")
+    messages_available: bool = Field(
+        default=False, description="False when the raw session could not be read back (erased or expired)."
+    )
+    messages_truncated: bool = False
+    messages_note: str | None = None
+
+
+class GraphSearchRequest(_Body):
+    user_id: SubjectToken
+    query: CleanText | None = Field(default=None, max_length=1000, description="Free text naming an entity.")
+    entity: CleanText | None = Field(default=None, max_length=400, description="An entity key or exact name.")
+    hops: int = Field(default=1, ge=1, le=3)
+    limit: int | None = Field(default=None, ge=1, le=200)
+    channel: Channel = Field(default="private", description="'group' only returns what group sessions support.")
+
+
+class GraphSearchResponse(BaseModel):
+    entities: list[dict[str, Any]]
+    relations: list[dict[str, Any]]
+
+
+class SaveFactRequest(_Body):
+    user_id: SubjectToken
+    text: CleanText = Field(min_length=1, max_length=1000, description="The fact as one sentence.")
+    subject: CleanText | None = Field(default=None, max_length=200, description="Default 'user'.")
+    attribute: CleanText | None = Field(default=None, max_length=100, description="Default 'note'.")
+    value: CleanText | None = Field(default=None, max_length=400, description="Default: the text.")
+    scope: Scope = "personal"
+    volatility: Volatility | None = None
+    channel: Channel = Field(default="private", description="Channel the fact was learned in.")
+    language: str | None = Field(default=None, max_length=35)
+    request_id: str | None = Field(
+        default=None,
+        max_length=128,
+        description="Idempotency key: the same request id is one observation. Default: text, scope and UTC day.",
+    )
+
+
+class SaveFactResponse(BaseModel):
+    outcome: str
+    fact_id: str | None
+    status: FactStatus | None = None
+    rejected_reason: str | None = None
+    written: list[str] = Field(default_factory=list, description="Ids of the facts stored or updated.")
+
+
+class FactsResponse(BaseModel):
+    section: str = Field(description="The facts as a fenced '## Memory Context' block within the budget.")
+    items: list[MemoryItem]
+    tokens: int
+    omitted: int = Field(description="Current facts that did not fit into the budget.")
+
+
+class ErasureAccepted(BaseModel):
+    event_id: str
+    status: Literal["accepted"] = "accepted"
+    duplicate: bool = False
+
+
+class Instructions(BaseModel):
+    lang: str
+    text: str

@@ -1,0 +1,1 @@
+"""semantic-extractor: EpisodeCreated → facts (write policy), entities and relations → EntityUpserted."""

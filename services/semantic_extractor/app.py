@@ -1,0 +1,12 @@
+"""App factory: `faststream run services.semantic_extractor.app:create_app --factory`."""
+
+from __future__ import annotations
+
+from faststream import FastStream
+
+from services.common.service import create_service_app
+from services.semantic_extractor.handlers import DEFINITION
+
+
+def create_app() -> FastStream:
+    return create_service_app(DEFINITION)

@@ -1,0 +1,189 @@
+"""Handlers of the semantic-extractor."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from faststream.nats import NatsBroker
+
+from contracts import EntityRef, EntityUpserted, EpisodeCreated, SessionCompleted, Subjects
+from services.common.broker import ConsumerSpec, Delivery, deterministic_uuid, durable_subscriber
+from services.common.fact_store import write_fact
+from services.common.facts import FactProvenance
+from services.common.graph.repository import (
+    EntityInput,
+    EpisodeRef,
+    RelationInput,
+    entity_key,
+    normalise_entity_name,
+)
+from services.common.owner import Owner
+from services.common.raw_sessions import read_raw_session
+from services.common.runtime import ServiceContext
+from services.common.service import ServiceDefinition
+from services.semantic_extractor.logic import (
+    ExtractionOutput,
+    build_extraction_prompt,
+    heuristic_extract,
+    to_fact_candidates,
+)
+from services.semantic_extractor.settings import SemanticExtractorSettings
+
+log = logging.getLogger(__name__)
+NAME = "semantic-extractor"
+Context = ServiceContext[SemanticExtractorSettings]
+
+
+def consumers(subjects: Subjects) -> Sequence[ConsumerSpec]:
+    return [
+        ConsumerSpec(
+            durable=NAME,
+            stream=subjects.derived_stream,
+            filter_subjects=(subjects.all_of("episode.created"),),
+            description="Extracts facts, entities and relations from new episodes.",
+        )
+    ]
+
+
+def transcript_lines(session: SessionCompleted) -> tuple[str, set[str]]:
+    """'speaker: content' lines and the names the user goes by (speaker checks need them)."""
+    lines = []
+    user_names: set[str] = set()
+    for message in session.messages:
+        if message.role not in ("user", "assistant"):
+            continue
+        speaker = message.name or message.role
+        if message.role == "user" and message.name:
+            user_names.add(message.name)
+        lines.append(f"{speaker}: {message.content}")
+    return "\n".join(lines), user_names
+
+
+async def _extract(event: EpisodeCreated, session: SessionCompleted | None, delivery: Delivery, ctx: Context) -> ExtractionOutput:
+    # Consolidation starts from the raw session (never from the summary alone); the summary is the
+    # fallback when the raw session is gone.
+    transcript, user_names = transcript_lines(session) if session else (event.summary, set())
+    llm = ctx.resources.llm()
+    if llm.offline:
+        # With exactly one known name for the user, relations from the user get a node to start from.
+        display_name = next(iter(user_names)) if len(user_names) == 1 else None
+        return await asyncio.to_thread(
+            lambda: heuristic_extract(
+                transcript, event.language, user_display_name=display_name, user_speaker_names=sorted(user_names)
+            )
+        )
+    speakers = sorted({line.split(":", 1)[0] for line in transcript.splitlines() if ":" in line})
+    result = await llm.complete_json(
+        build_extraction_prompt(
+            event.summary,
+            transcript[: ctx.settings.max_excerpt_chars],
+            event.language,
+            speakers,
+            user_names=sorted(user_names),
+        ),
+        ExtractionOutput,
+        on_progress=delivery.in_progress,
+        purpose="semantic_extraction",
+    )
+    return result.value
+
+
+async def handle_episode(event: EpisodeCreated, delivery: Delivery, ctx: Context) -> None:
+    owner = Owner(event.tenant_id, event.user_id)
+    session = None
+    if event.raw_stream_sequence is not None:
+        session = await read_raw_session(
+            await ctx.resources.jetstream(), ctx.subjects.session_stream, event.raw_stream_sequence, owner
+        )
+    extraction = await _extract(event, session, delivery, ctx)
+    episode = EpisodeRef(
+        episode_id=event.episode_id, session_id=event.session_id, occurred_at_ts=event.occurred_at.timestamp()
+    )
+
+    graph = await ctx.resources.graph()
+    upserted = await graph.upsert_entities(
+        owner,
+        event.scope,
+        [EntityInput(name=entity.name, entity_type=entity.type) for entity in extraction.entities],
+        episode,
+    )
+    # Results come one per distinct input key, in order of first appearance (merged keys redirect).
+    input_keys = list(dict.fromkeys(entity_key(owner, event.scope, e.name.strip()) for e in extraction.entities))
+    live_key = dict(zip(input_keys, (result.key for result in upserted), strict=True))
+    keys = {
+        normalise_entity_name(e.name): live_key[entity_key(owner, event.scope, e.name.strip())]
+        for e in extraction.entities
+    }
+    relations = [
+        RelationInput(
+            source_key=keys[normalise_entity_name(relation.source)],
+            relation_type=relation.type,
+            target_key=keys[normalise_entity_name(relation.target)],
+        )
+        for relation in extraction.relations
+        if normalise_entity_name(relation.source) in keys and normalise_entity_name(relation.target) in keys
+    ]
+    if relations:
+        await graph.upsert_relations(owner, event.scope, relations, episode)
+
+    provenance = FactProvenance(
+        episode_id=event.episode_id, session_id=event.session_id, occurred_at=event.occurred_at, source="extraction"
+    )
+    candidates = to_fact_candidates(
+        extraction,
+        tenant_id=event.tenant_id,
+        user_id=event.user_id,
+        scope=event.scope,
+        language=event.language,
+        provenance=provenance,
+    )
+    index = await ctx.resources.vector_index()
+    for candidate in candidates:
+        result = await write_fact(
+            index,
+            ctx.resources.embedder(),
+            ctx.resources.keywords(),
+            candidate,
+            channel=event.channel,
+            now=datetime.now(UTC),
+            confirm_threshold=ctx.settings.confirm_threshold,
+        )
+        ctx.count(f"facts_{result.plan.outcome}")
+
+    for result in upserted:
+        if result.status == "unchanged":
+            continue
+        message = EntityUpserted(
+            event_id=deterministic_uuid("entity-upserted", result.key, event.episode_id),
+            tenant_id=event.tenant_id,
+            user_id=event.user_id,
+            scope=event.scope,
+            entity=EntityRef(entity_id=result.key, name=result.name, entity_type=result.entity_type),
+            aliases=list(result.aliases),
+            source_episode_id=event.episode_id,
+            created=result.created,
+        )
+        await ctx.publisher.publish(
+            message,
+            ctx.subjects.entity_upserted(event.tenant_id, event.user_id),
+            msg_id=str(message.event_id),
+            stream=ctx.subjects.derived_stream,
+        )
+        ctx.count("entities_upserted")
+
+
+def register(broker: NatsBroker, ctx: Context) -> None:
+    (spec,) = consumers(ctx.subjects)
+
+    async def _handler(event: EpisodeCreated, delivery: Delivery) -> None:
+        await handle_episode(event, delivery, ctx)
+
+    durable_subscriber(broker, ctx.settings.nats, spec, EpisodeCreated, _handler, ctx.dead_letters)
+
+
+DEFINITION = ServiceDefinition(
+    name=NAME, settings_type=SemanticExtractorSettings, consumers=consumers, register=register
+)

@@ -1,0 +1,100 @@
+"""The consolidation path on real servers: SessionCompleted → episode + passages → EpisodeCreated →
+facts, entities → EntityUpserted → dedup. Replays change nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from contracts import SessionCompleted, Subjects
+from services.cli.consolidation import wait_until_idle
+from services.cli.stack import RunningServices
+from services.common.broker import EventPublisher, build_broker
+from services.common.owner import Owner
+from services.common.settings import TierMemSettings
+from services.common.vector.port import EPISODES, FACTS, PASSAGES
+from services.dedup.handlers import DEFINITION as DEDUP
+from services.episodic_summarizer.handlers import DEFINITION as EPISODIC
+from services.episodic_summarizer.handlers import episode_id_for
+from services.semantic_extractor.handlers import DEFINITION as SEMANTIC
+from tests.support.events import decoded, session_event, stream_messages
+
+pytestmark = pytest.mark.integration
+DEFINITIONS = [EPISODIC, SEMANTIC, DEDUP]
+
+
+async def publish(settings: TierMemSettings, *events: SessionCompleted) -> None:
+    subjects = Subjects(settings.nats.subject_root)
+    broker = build_broker(settings, "test-publisher")
+    await broker.connect()
+    try:
+        publisher = EventPublisher(broker)
+        for event in events:
+            await publisher.publish(
+                event,
+                subjects.session_completed(event.tenant_id, event.user_id),
+                str(event.event_id),
+                subjects.session_stream,
+            )
+    finally:
+        await broker.stop()
+
+
+async def snapshot(settings: TierMemSettings, running: RunningServices, owner: Owner) -> dict[str, Any]:
+    index = await running.resources.vector_index()
+    graph = await running.resources.graph()
+    return {
+        "episodes": sorted((r.id, r.payload["summary"]) for r in await index.scroll(EPISODES, owner)),
+        "passages": sorted((r.id, r.payload["text"]) for r in await index.scroll(PASSAGES, owner)),
+        "facts": sorted(
+            (r.id, r.payload["status"], r.payload["evidence_count"]) for r in await index.scroll(FACTS, owner)
+        ),
+        "graph": await graph.count(owner),
+    }
+
+
+async def test_session_becomes_episode_passages_and_downstream_events(
+    stack_settings: TierMemSettings, pipeline: RunningServices, nats_client: Any
+) -> None:
+    event = session_event(
+        texts=[
+            "We decided to build the DGIA billing service in Go. I live in Seoul.",
+            "Understood: the DGIA billing service will be written in Go.",
+            "The deadline for DGIA is June 30 and Minsu reviews the code.",
+            "I will prepare the plan for Minsu.",
+        ]
+    )
+    await publish(stack_settings, event)
+    await wait_until_idle(stack_settings, DEFINITIONS, timeout_s=120)
+
+    owner = Owner("acme", "alice")
+    state = await snapshot(stack_settings, pipeline, owner)
+    episode_id = episode_id_for("acme", "alice", event.session_id)
+    assert [episode for episode, _ in state["episodes"]] == [episode_id]
+    assert state["passages"], "the raw session is indexed as passages"
+    assert any("DGIA" in text for _, text in state["passages"])
+    assert state["facts"], "'I live in Seoul' becomes a fact"
+
+    subjects = Subjects(stack_settings.nats.subject_root)
+    derived = decoded(await stream_messages(nats_client.jetstream(), subjects.derived_stream))
+    kinds = [d["event_type"] for d in derived]
+    assert kinds.count("episode.created") == 1
+    assert "entity.upserted" in kinds
+    created = next(d for d in derived if d["event_type"] == "episode.created")
+    assert created["episode_id"] == episode_id
+    assert created["raw_stream_sequence"] == 1
+
+    # Replaying the same event (new Nats-Msg-Id, as after a dedup window) changes nothing.
+    replay = event.model_copy(update={"event_id": __import__("uuid").uuid4()})
+    await publish(stack_settings, replay)
+    await wait_until_idle(stack_settings, DEFINITIONS, timeout_s=120)
+    assert await snapshot(stack_settings, pipeline, owner) == state
+
+
+async def test_trivial_session_makes_no_episode(stack_settings: TierMemSettings, pipeline: RunningServices) -> None:
+    await publish(stack_settings, session_event(texts=["ok", "👍", "고마워"]))
+    await wait_until_idle(stack_settings, DEFINITIONS, timeout_s=60)
+    index = await pipeline.resources.vector_index()
+    assert await index.count(EPISODES, Owner("acme", "alice")) == 0
+    assert pipeline.contexts["episodic-summarizer"].counters.get("sessions_trivial") == 1

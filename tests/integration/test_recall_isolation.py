@@ -1,0 +1,282 @@
+"""Randomized leak test: two tenants with the same user names, memories written with a shared
+vocabulary (so every query matches everybody's memories), then random requests on every endpoint
+and MCP tool as random (tenant, user, channel). Every id, text marker and provenance entry in every
+answer must belong to the requester: 0 cross-tenant and 0 cross-user results."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from contracts.events import Channel
+from services.common.embedding import LocalE5Embedder
+from services.common.graph.repository import EntityInput, EpisodeRef, RelationInput
+from services.common.keywords import KeywordEncoder
+from services.common.owner import Owner
+from services.common.settings import NatsSettings
+from services.recall_api.seeding import passage_id_for
+from tests.fixtures.falkordb import FalkorDBGraph
+from tests.integration.test_recall_api import (
+    ACME_KEY,
+    GLOBEX_KEY,
+    RecallStack,
+    build_stack,
+    days_ago,
+    embedder,
+    keywords,
+)
+
+pytestmark = pytest.mark.integration
+__all__ = ["embedder", "keywords"]  # module-scoped fixtures shared with test_recall_api
+
+SEED = 20260502
+KEYS = {"acme": ACME_KEY, "globex": GLOBEX_KEY}
+USERS = ("alice", "bob", "carol")
+TOPICS = (
+    "DGIA billing migration to Go",
+    "온비서 결제 모듈 재작성",
+    "Kubernetes cluster upgrade",
+    "vegetarian lunch options",
+    "부산 여행 일정과 숙소",
+    "Postgres index tuning",
+)
+PEOPLE = ("김민수", "Sarah Lee", "DGIA", "온비서")
+
+
+def marker(owner: Owner) -> str:
+    """A token only this owner's memories contain (and nobody's query ever does)."""
+    return f"zq{owner.tenant_id}x{owner.user_id}zq"
+
+
+@dataclass
+class World:
+    owner_of: dict[str, Owner] = field(default_factory=dict)  # episode, passage-episode, fact ids
+    entity_tenant: dict[str, str] = field(default_factory=dict)  # entity key → tenant
+    entity_user: dict[str, Owner | None] = field(default_factory=dict)  # personal entity key → owner
+    checks: int = 0
+    requests: dict[str, int] = field(default_factory=dict)
+
+    def count(self, what: str) -> None:
+        self.requests[what] = self.requests.get(what, 0) + 1
+
+
+async def seed_world(stack: RecallStack, rng: random.Random) -> World:
+    world = World()
+    for tenant in KEYS:
+        for user in USERS:
+            owner = Owner(tenant, user)
+            tag = marker(owner)
+            episode_ids: list[str] = []
+            for index, topic in enumerate(rng.sample(TOPICS, 4)):
+                channel: Channel = "group" if index == 3 else "private"
+                session = f"s-{index}"
+                episode_id = await stack.episode(
+                    owner,
+                    session,
+                    f"{topic}: decided next steps with {rng.choice(PEOPLE)} ({tag}).",
+                    passages=[f"user: more on {topic} {tag}", f"assistant: noted, {topic}"],
+                    channel=channel,
+                    occurred_at=days_ago(rng.uniform(1, 60)),
+                )
+                episode_ids.append(episode_id)
+                world.owner_of[episode_id] = owner
+                world.owner_of[passage_id_for(episode_id, 0)] = owner
+                world.owner_of[passage_id_for(episode_id, 1)] = owner
+            for attribute, value in (("works_on", rng.choice(TOPICS)), ("lives_in", rng.choice(["Seoul", "Busan"]))):
+                fact_id = await stack.fact(
+                    owner,
+                    f"The user {attribute.replace('_', ' ')} {value} ({tag}).",
+                    attribute,
+                    value,
+                    channel=rng.choice(["private", "group"]),
+                )
+                world.owner_of[fact_id] = owner
+            ref = EpisodeRef(episode_ids[0], "s-0", days_ago(1).timestamp())
+            personal = await stack.graph.upsert_entities(
+                owner, "personal", [EntityInput(name) for name in PEOPLE] + [EntityInput(tag)], episode=ref
+            )
+            for entity in personal:
+                world.entity_tenant[entity.key] = tenant
+                world.entity_user[entity.key] = owner
+            keys = [entity.key for entity in personal]
+            await stack.graph.upsert_relations(
+                owner,
+                "personal",
+                [RelationInput(keys[i], "related_to", keys[i + 1]) for i in range(len(keys) - 1)],
+                episode=ref,
+            )
+            # A team entity every user of the tenant mentions: shared within the tenant by design.
+            group_ref = EpisodeRef(episode_ids[3], "s-3", days_ago(1).timestamp())
+            (team,) = await stack.graph.upsert_entities(owner, "team", [EntityInput("DGIA")], episode=group_ref)
+            world.entity_tenant[team.key] = tenant
+            world.entity_user[team.key] = None
+    return world
+
+
+def assert_no_leak(world: World, requester: Owner, channel: str, body: Any, *, expand_id: str | None = None) -> None:
+    """Every id and marker in `body` belongs to the requester (and to a group session when the
+    channel is group); a raw dump of the answer contains no other owner's marker."""
+    text = json.dumps(body, ensure_ascii=False)
+    for tenant in KEYS:
+        for user in USERS:
+            other = Owner(tenant, user)
+            if other != requester:
+                assert marker(other) not in text, (requester, other, text[:500])
+    items = body.get("items", []) if isinstance(body, dict) else []
+    for item in items:
+        world.checks += 1
+        assert world.owner_of.get(item["id"]) == requester, (requester, item)
+        if channel == "group":
+            assert item["channel"] == "group", item
+    for entity in body.get("entities", []) if isinstance(body, dict) else []:
+        world.checks += 1
+        assert world.entity_tenant[entity["key"]] == requester.tenant_id, (requester, entity)
+        assert world.entity_user[entity["key"]] in (None, requester), (requester, entity)
+        for source in entity["provenance"]:
+            assert world.owner_of[source["episode_id"]] == requester, (requester, entity)
+    for relation in body.get("relations", []) if isinstance(body, dict) else []:
+        world.checks += 1
+        for key in (relation["source_key"], relation["target_key"]):
+            assert world.entity_tenant[key] == requester.tenant_id
+            assert world.entity_user[key] in (None, requester)
+        for source in relation["provenance"]:
+            assert world.owner_of[source["episode_id"]] == requester
+    if expand_id is not None and isinstance(body, dict) and "kind" in body:
+        world.checks += 1
+        assert world.owner_of.get(expand_id) == requester
+
+
+@pytest.fixture
+async def served(
+    tmp_path: Path,
+    nats_settings: NatsSettings,
+    falkordb_graph: FalkorDBGraph,
+    embedder: LocalE5Embedder,
+    keywords: KeywordEncoder,
+) -> AsyncIterator[RecallStack]:
+    async with build_stack(tmp_path, nats_settings, falkordb_graph, embedder, keywords, over_http=True) as stack:
+        yield stack
+
+
+async def test_random_requests_never_leak_across_tenants_or_users(served: RecallStack) -> None:
+    rng = random.Random(SEED)
+    world = await seed_world(served, rng)
+    assert served.base_url is not None
+    all_ids = [*world.owner_of, str(uuid.uuid4())]
+    async with contextlib.AsyncExitStack() as exits:
+        clients: dict[str, httpx.AsyncClient] = {}
+        sessions: dict[str, Client] = {}
+        for tenant, key in KEYS.items():
+            clients[tenant] = await exits.enter_async_context(served.client(key))
+            mcp_http = await exits.enter_async_context(
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30.0, read=60.0))
+            )
+            sessions[tenant] = await exits.enter_async_context(
+                Client(streamable_http_client(f"{served.base_url}/mcp", http_client=mcp_http))
+            )
+        for _ in range(200):
+            tenant = rng.choice(list(KEYS))
+            requester = Owner(tenant, rng.choice(USERS))
+            channel = rng.choice(["private", "group"])
+            http = clients[tenant]
+            mcp = sessions[tenant]
+            query = " ".join(rng.sample([*TOPICS, *PEOPLE, "what did we decide", "그거 어떻게 됐어?"], 2))
+            action = rng.choice(
+                [
+                    "auto",
+                    "search",
+                    "expand",
+                    "facts",
+                    "graph",
+                    "save",
+                    "mcp_search",
+                    "mcp_expand",
+                    "mcp_graph",
+                    "mcp_recall",
+                ]
+            )
+            world.count(action)
+            base = {"user_id": requester.user_id, "channel": channel}
+            if action == "auto":
+                response = await http.post("/v1/recall/auto", json={**base, "message": query, "max_entries": 5})
+                assert response.status_code == 200
+                assert_no_leak(world, requester, channel, response.json())
+            elif action == "search":
+                response = await http.post("/v1/memories/search", json={**base, "query": query, "limit": 20})
+                assert response.status_code == 200
+                assert_no_leak(world, requester, channel, response.json())
+            elif action == "expand":
+                memory_id = rng.choice(all_ids)
+                response = await http.get(f"/v1/memories/{memory_id}", params=base)
+                if world.owner_of.get(memory_id) != requester:
+                    assert response.status_code == 404
+                    assert response.json() == {"detail": "memory not found"}
+                elif response.status_code == 200:
+                    assert_no_leak(world, requester, channel, response.json(), expand_id=memory_id)
+                else:  # own memory, but private and asked from a group channel
+                    assert (response.status_code, channel) == (404, "group")
+            elif action == "facts":
+                response = await http.get("/v1/facts", params=base)
+                assert response.status_code == 200
+                assert_no_leak(world, requester, channel, response.json())
+            elif action == "graph":
+                body = {**base, "hops": rng.randint(1, 3)}
+                body.update({"entity": rng.choice(PEOPLE)} if rng.random() < 0.5 else {"query": query})
+                response = await http.post("/v1/graph/search", json=body)
+                assert response.status_code == 200
+                assert_no_leak(world, requester, channel, response.json())
+            elif action == "save":
+                text = f"The user likes {rng.choice(TOPICS)} ({marker(requester)})."
+                response = await http.post("/v1/facts", json={**base, "text": text, "attribute": "likes"})
+                assert response.status_code == 200, response.text
+                world.owner_of[response.json()["fact_id"]] = requester
+                all_ids.append(response.json()["fact_id"])
+            elif action == "mcp_search":
+                result = await mcp.call_tool("memory_search", {**base, "query": query, "limit": 20})
+                assert not result.is_error
+                assert_no_leak(world, requester, channel, result.structured_content)
+            elif action == "mcp_expand":
+                memory_id = rng.choice(all_ids)
+                result = await mcp.call_tool("memory_expand", {**base, "id": memory_id})
+                if world.owner_of.get(memory_id) != requester:
+                    assert result.is_error
+                elif result.is_error:  # own memory, but private and asked from a group channel
+                    assert channel == "group"
+                else:
+                    assert_no_leak(world, requester, channel, result.structured_content, expand_id=memory_id)
+            elif action == "mcp_graph":
+                result = await mcp.call_tool(
+                    "knowledge_graph_search", {**base, "entity": rng.choice(PEOPLE), "hops": 2}
+                )
+                assert not result.is_error
+                assert_no_leak(world, requester, channel, result.structured_content)
+            else:
+                result = await mcp.call_tool("memory_recall", base)
+                assert not result.is_error
+                assert_no_leak(world, requester, channel, result.structured_content)
+    # The test looked at real results, on every kind of request.
+    assert set(world.requests) == {
+        "auto",
+        "search",
+        "expand",
+        "facts",
+        "graph",
+        "save",
+        "mcp_search",
+        "mcp_expand",
+        "mcp_graph",
+        "mcp_recall",
+    }
+    assert world.checks > 250, world.checks
