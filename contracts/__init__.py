@@ -19,7 +19,7 @@ from contracts.events import (
     Scope,
     SessionCompleted,
 )
-from contracts.limits import SizeLimits, SizeLimitExceeded, check_session_size
+from contracts.limits import SizeLimitExceeded, SizeLimits, check_session_size
 from contracts.subjects import Subjects
 
 __all__ = [

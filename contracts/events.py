@@ -57,9 +57,7 @@ class Message(BaseModel):
     role: MessageRole = Field(description="Who produced the turn.")
     content: CleanText = Field(description="The text of the turn, verbatim.")
     ts: AwareDatetime | None = Field(default=None, description="When the turn was sent (timezone-aware).")
-    name: str | None = Field(
-        default=None, max_length=256, description="Display name of the speaker, when known."
-    )
+    name: str | None = Field(default=None, max_length=256, description="Display name of the speaker, when known.")
 
 
 class SessionCompleted(_Event):
@@ -84,9 +82,7 @@ class SessionCompleted(_Event):
         default=None, max_length=35, description="BCP 47 language tag of the conversation, e.g. 'ko' or 'en-US'."
     )
     messages: list[Message] = Field(min_length=1, description="The turns, oldest first.")
-    metadata: dict[str, str] = Field(
-        default_factory=dict, description="Free-form string metadata from the producer."
-    )
+    metadata: dict[str, str] = Field(default_factory=dict, description="Free-form string metadata from the producer.")
 
     @model_validator(mode="after")
     def _ended_after_started(self) -> SessionCompleted:

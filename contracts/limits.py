@@ -24,9 +24,7 @@ class SizeLimitExceeded(ValueError):
 def check_session_size(event: SessionCompleted, limits: SizeLimits, encoded: bytes | None = None) -> bytes:
     """Raise SizeLimitExceeded with a clear reason; return the JSON encoding that was measured."""
     if len(event.messages) > limits.max_messages:
-        raise SizeLimitExceeded(
-            f"session has {len(event.messages)} messages; the limit is {limits.max_messages}"
-        )
+        raise SizeLimitExceeded(f"session has {len(event.messages)} messages; the limit is {limits.max_messages}")
     for index, message in enumerate(event.messages):
         if len(message.content) > limits.max_message_chars:
             raise SizeLimitExceeded(

@@ -306,6 +306,12 @@ async def main(args: argparse.Namespace, work: Path) -> None:
     edge_resources = Resources(settings, _vector_index=edge, _embedder=embedder, _keywords=keywords)
     edge_stats, edge_hits = await serve_and_query(settings, edge_resources, queries, warmup=args.warmup)
     await edge.close()
+    print(
+        "edge: "
+        + ", ".join(f"{name} {value:.1f} ms" for name, value in edge_stats.items())
+        + f", injected {edge_hits:.0%}",
+        flush=True,
+    )
 
     from qdrant_client import AsyncQdrantClient
 

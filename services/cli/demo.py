@@ -50,7 +50,9 @@ async def run_demo(settings: TierMemSettings, running: RunningServices, console:
         out.print(facts)
         entities = await graph.list_entities(owner, "personal")
         out.print(
-            "entities: " + ", ".join(sorted(f"{e.name} ({e.entity_type})" for e in entities)) if entities else "no entities"
+            "entities: " + ", ".join(sorted(f"{e.name} ({e.entity_type})" for e in entities))
+            if entities
+            else "no entities"
         )
     out.print(f"counters: {dict(sorted(_counters(running).items()))}")
 

@@ -35,11 +35,11 @@ def _records(path: Path, text: str) -> Iterator[tuple[int, Any] | tuple[int, Exc
     """(line, parsed value) for each record of a .json (object or list) or .jsonl file; a parse
     error is yielded in place of the value."""
     if path.suffix == ".jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
+        for number, raw_line in enumerate(text.splitlines(), start=1):
+            if not raw_line.strip():
                 continue
             try:
-                yield number, json.loads(line)
+                yield number, json.loads(raw_line)
             except json.JSONDecodeError as exc:
                 yield number, ValueError(f"invalid JSON: {exc.msg} (column {exc.colno})")
         return
@@ -60,13 +60,13 @@ def _records(path: Path, text: str) -> Iterator[tuple[int, Any] | tuple[int, Exc
             return
         if text[position] == "]":
             return
-        line = text.count("\n", 0, position) + 1
+        record_line = text.count("\n", 0, position) + 1
         try:
             value, position = decoder.raw_decode(text, position)
         except json.JSONDecodeError as exc:
             yield exc.lineno, ValueError(f"invalid JSON: {exc.msg} (column {exc.colno})")
             return
-        yield line, value
+        yield record_line, value
 
 
 def load_sessions(paths: list[Path], limits: SizeLimits) -> LoadResult:

@@ -15,7 +15,7 @@ from services.common.settings import DEFAULT_DATA_DIR, TierMemSettings, load_set
 
 app = typer.Typer(name="tiermem", help="Tiered long-term memory for AI agents.", no_args_is_help=True)
 console = Console()
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 DataDirOption = Annotated[
     Path | None,
@@ -58,7 +58,7 @@ def up(
         console.print("Press Ctrl-C to stop.")
 
     try:
-        asyncio.run(run_embedded(resolved, http_port, demo=demo, on_ready=_ready))
+        asyncio.run(run_embedded(resolved.resolve(), http_port, demo=demo, on_ready=_ready))
     except PortInUseError as exc:
         err_console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc
@@ -95,7 +95,9 @@ def ingest(
 
 @app.command()
 def serve(
-    service: Annotated[str, typer.Argument(help="episodic-summarizer | semantic-extractor | dedup | pruner | recall-api")],
+    service: Annotated[
+        str, typer.Argument(help="episodic-summarizer | semantic-extractor | dedup | pruner | recall-api")
+    ],
     data_dir: DataDirOption = None,
 ) -> None:
     """Run one service alone against the servers named by settings (how Kubernetes runs it)."""
@@ -117,6 +119,16 @@ def serve(
     faststream_app = create_service_app(definitions[service], settings)
     asyncio.run(faststream_app.run())
 
+
+def _register_subcommands() -> None:
+    from services.cli.audit import audit_app
+    from services.cli.prune import prune_command
+
+    app.command("prune")(prune_command)
+    app.add_typer(audit_app, name="audit")
+
+
+_register_subcommands()
 
 schemas_app = typer.Typer(help="Event JSON Schemas and the AsyncAPI document.")
 app.add_typer(schemas_app, name="schemas")

@@ -10,7 +10,7 @@ import logging
 import os
 import secrets
 import signal
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -115,11 +115,8 @@ async def start_services(
     await watch_max_deliveries(client, js, subjects, DeadLetterWriter(publisher, subjects))
     running = RunningServices(broker=broker, resources=resources, contexts=contexts, advisory_client=client)
     for definition in definitions:
-        starter: Callable[[ServiceContext[Any]], Awaitable[None]] | None = getattr(
-            definition, "background", None
-        )
-        if starter is not None:
-            running.background.append(asyncio.create_task(starter(contexts[definition.name])))
+        if definition.background is not None:
+            running.background.append(asyncio.create_task(definition.background(contexts[definition.name])))
     return running
 
 
@@ -179,13 +176,13 @@ async def run_embedded(
     on_ready: Callable[[TierMemSettings], None] | None = None,
     stop_event: asyncio.Event | None = None,
 ) -> None:
-    """`tiermem up`: run until SIGINT/SIGTERM (or `stop_event`), then stop everything."""
+    """`tiermem up`: run until SIGINT/SIGTERM (or `stop_event`), then stop everything. `data_dir`
+    should be absolute: the stack file records paths inside it."""
     import uvicorn
 
     from services.recall_api.app import create_app as create_recall_app
 
     ensure_port_free(http_port, "the recall HTTP API")
-    data_dir = data_dir.resolve()
     servers, creds = start_servers(data_dir)
     stop = stop_event or asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -120,17 +120,15 @@ def consumer_config(spec: ConsumerSpec, settings: NatsSettings) -> js_api.Consum
     )
 
 
-async def provision(
-    js: JetStreamContext, settings: NatsSettings, consumers: Sequence[ConsumerSpec] = ()
-) -> None:
+async def provision(js: JetStreamContext, settings: NatsSettings, consumers: Sequence[ConsumerSpec] = ()) -> None:
     """Create or update every stream and the given durable consumers. Idempotent."""
-    for config in stream_configs(settings):
+    for stream_config in stream_configs(settings):
         try:
-            await js.add_stream(config=config)
+            await js.add_stream(config=stream_config)
         except BadRequestError as exc:
             if "already in use" not in (exc.description or ""):
                 raise
-            await js.update_stream(config=config)
+            await js.update_stream(config=stream_config)
     for spec in consumers:
         config = consumer_config(spec, settings)
         try:
@@ -271,7 +269,7 @@ def durable_subscriber(
     retry_delays = list(settings.retry_delays_s) or [1.0]
 
     @broker.subscriber(
-        *spec.filter_subjects[:1],
+        spec.filter_subjects[0],
         stream=JStream(spec.stream, declare=False),
         durable=spec.durable,
         config=consumer_config(spec, settings),

@@ -107,7 +107,8 @@ class KeywordEncoder:
             self._kiwi_locked().tokenize("준비")
 
     def tokens(self, text: str) -> list[str]:
-        """Terms of `text` in order, repeats kept (for BM25 baselines). Bigram terms start with '#'."""
+        """Terms of `text`, repeats kept (for BM25 baselines): non-Hangul words first, then Korean morphemes,
+        then Hangul bigram terms (which start with '#')."""
         normalized = unicodedata.normalize("NFKC", text).casefold()
         terms = [_s_stem(word) for word in _OTHER_WORD.findall(normalized) if self._keep_word(word)]
         if _HANGUL_CHAR.search(normalized):
@@ -119,7 +120,9 @@ class KeywordEncoder:
         terms = self.tokens(text)
         if not terms:
             return SparseVector(indices=[], values=[])
-        length_norm = self._k1 * (1.0 - self._b + self._b * len(terms) / self._avg_doc_terms)
+        # Length counts words and morphemes; bigram terms are a fallback, not extra text.
+        length = sum(not term.startswith(BIGRAM_MARK) for term in terms)
+        length_norm = self._k1 * (1.0 - self._b + self._b * length / self._avg_doc_terms)
         weights: dict[int, float] = {}
         for term, tf in Counter(terms).items():
             weight = tf * (self._k1 + 1.0) / (tf + length_norm)
@@ -155,7 +158,7 @@ class KeywordEncoder:
             analysed: list[Any] = self._kiwi_locked().tokenize(text)
         runs = [(match.start(), match.end()) for match in _HANGUL_RUN.finditer(text)]
         terms: list[str] = []
-        # Per Hangul run: end of its last nominal morpheme, and how many morphemes lie in that span.
+        # Per Hangul run (index into `runs`): where its last nominal morpheme ends.
         nominal_end: dict[int, int] = {}
         run_index = 0
         for token in analysed:

@@ -57,6 +57,21 @@ def import_litellm() -> Any:
         return _litellm_module
 
 
+async def drain_litellm_background_tasks(timeout_s: float = 5.0) -> None:
+    """Let litellm's background logging worker finish what it queued on the running event loop, then
+    stop it. Call before the loop closes (service shutdown, end of a test) so no coroutine is left
+    un-awaited. A no-op when litellm was never imported."""
+    if _litellm_module is None:
+        return
+    from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+
+    # The worker may be bound to an earlier loop; then there is nothing of ours to wait for.
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(GLOBAL_LOGGING_WORKER.flush(), timeout_s)
+    with contextlib.suppress(Exception):
+        await GLOBAL_LOGGING_WORKER.stop()
+
+
 # ---- configuration, results, errors ---------------------------------------------------------------
 
 
@@ -318,7 +333,9 @@ async def _sleep_with_progress(seconds: float, on_progress: ProgressCallback | N
 
 
 @dataclass
-class _Attempts:
+class AttemptTally:
+    """What the attempts of one call added up to (tokens and cost count attempts that got a response)."""
+
     count: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -332,12 +349,12 @@ async def call_with_retries(
     *,
     on_progress: ProgressCallback | None,
     what: str,
-    tally: _Attempts | None = None,
+    tally: AttemptTally | None = None,
 ) -> tuple[R, int]:
     """Run `attempt_call(timeout_s)` until it succeeds, a non-retryable error occurs, the attempts run
     out or the budget would be exceeded. Returns (result, attempts); raises an `LlmError`."""
     started = time.monotonic()
-    attempts = tally if tally is not None else _Attempts()
+    attempts = tally if tally is not None else AttemptTally()
 
     def wait(retry_state: RetryCallState) -> float:
         base = wait_exponential_jitter(
@@ -490,6 +507,10 @@ class LlmGateway:
     def online(self) -> bool:
         return not self._config.offline
 
+    async def aclose(self) -> None:
+        """Flush litellm's background work on this event loop (call at shutdown)."""
+        await drain_litellm_background_tasks()
+
     def _policy(self) -> RetryPolicy:
         c = self._config
         return RetryPolicy(
@@ -535,7 +556,7 @@ class LlmGateway:
         model = c.model
         litellm = import_litellm()
         prompt = _with_schema_instruction(messages, schema) if include_schema else messages
-        tally = _Attempts()
+        tally = AttemptTally()
         started = time.monotonic()
 
         async def attempt(timeout_s: float) -> tuple[T, str]:

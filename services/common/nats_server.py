@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -121,10 +122,8 @@ class NatsServer:
         self._process = None
         if process.poll() is None:
             # SIGTERM lets JetStream flush its files; the whole group goes, so no child survives.
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
             try:
                 process.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:

@@ -10,9 +10,7 @@ from contracts import SessionCompleted
 from services.common.owner import Owner
 
 
-async def read_raw_session(
-    js: JetStreamContext, stream: str, sequence: int, owner: Owner
-) -> SessionCompleted | None:
+async def read_raw_session(js: JetStreamContext, stream: str, sequence: int, owner: Owner) -> SessionCompleted | None:
     """The SessionCompleted stored at `sequence`, or None when it was purged (erasure, max age).
     A message of another tenant or user is treated exactly like a missing one."""
     try:

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from contracts import Subjects
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
+from contracts import Subjects
 from services.common.broker import DeadLetterWriter, EventPublisher, connect_nats
 from services.common.settings import TierMemSettings
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic
 
@@ -31,7 +33,7 @@ class ServiceDefinition(Generic[SettingsT]):
     settings_type: type[SettingsT]
     consumers: Callable[[Subjects], Sequence[ConsumerSpec]]
     register: Callable[[NatsBroker, ServiceContext[SettingsT]], None]
-    background: Callable[[ServiceContext[SettingsT]], Awaitable[None]] | None = None
+    background: Callable[[ServiceContext[SettingsT]], Coroutine[Any, Any, None]] | None = None
     """Optional long-running task (e.g. the pruner's schedule), started once the broker runs and
     cancelled at shutdown."""
 
@@ -74,10 +76,23 @@ def create_service_app(definition: ServiceDefinition[SettingsT], base: TierMemSe
     context = build_context(settings, broker)
     definition.register(broker, context)
     app = FastStream(broker)
+    background: list[asyncio.Task[None]] = []
 
     @app.on_startup
     async def _provision() -> None:
         await provision_for(settings, [definition])
+
+    @app.after_startup
+    async def _start_background() -> None:
+        if definition.background is not None:
+            background.append(asyncio.create_task(definition.background(context)))
+
+    @app.on_shutdown
+    async def _stop_background() -> None:
+        for task in background:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     @app.after_shutdown
     async def _close() -> None:

@@ -96,7 +96,7 @@ class TierMemSettings(BaseSettings):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     limits: SizeLimits = Field(default_factory=SizeLimits)
-    episode_ttl_days: float = Field(default=180, description="Episodes expire this long after the session.")
+    episode_ttl_days: float = Field(default=365, description="Episodes expire this long after the session.")
     http_host: str = "127.0.0.1"
     http_port: int = 8080
     api_keys: dict[str, str] = Field(default_factory=dict, description="API key → tenant id for the recall API.")

@@ -98,7 +98,9 @@ async def handle_entity(event: EntityUpserted, delivery: Delivery, ctx: Context,
         return
     new = EntityView.from_record(record)
     candidates = [
-        EntityView.from_record(other) for other in await graph.list_entities(owner, event.scope) if other.key != record.key
+        EntityView.from_record(other)
+        for other in await graph.list_entities(owner, event.scope)
+        if other.key != record.key
     ]
     decision = await decide(new, candidates, ctx, names)
     if decision.target is None or decision.method is None:

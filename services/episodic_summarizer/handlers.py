@@ -17,7 +17,6 @@ from services.common.runtime import ServiceContext
 from services.common.service import ServiceDefinition
 from services.common.text import detect_language
 from services.common.vector.port import EPISODES, PASSAGES, SearchFilter, VectorRecord
-from services.episodic_summarizer.settings import EpisodicSummarizerSettings
 from services.episodic_summarizer.logic import (
     SummaryOutput,
     build_summary_prompt,
@@ -26,6 +25,7 @@ from services.episodic_summarizer.logic import (
     is_trivial_session,
     make_abstract,
 )
+from services.episodic_summarizer.settings import EpisodicSummarizerSettings
 
 log = logging.getLogger(__name__)
 NAME = "episodic-summarizer"
@@ -50,7 +50,9 @@ def passage_id_for(episode_id: str, index: int) -> str:
     return str(deterministic_uuid("passage", episode_id, str(index)))
 
 
-async def handle_session(event: SessionCompleted, delivery: Delivery, ctx: ServiceContext[EpisodicSummarizerSettings]) -> None:
+async def handle_session(
+    event: SessionCompleted, delivery: Delivery, ctx: ServiceContext[EpisodicSummarizerSettings]
+) -> None:
     try:
         check_session_size(event, ctx.settings.limits)
     except SizeLimitExceeded as exc:
@@ -173,9 +175,7 @@ async def _summarise(
 ) -> tuple[SummaryOutput, dict[str, Any]]:
     llm = ctx.resources.llm()
     if not llm.online:
-        summary = extractive_summary(
-            event.messages, language, max_sentences=ctx.settings.summary_max_sentences
-        )
+        summary = extractive_summary(event.messages, language, max_sentences=ctx.settings.summary_max_sentences)
         return summary, {"model": "offline-extractive", "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
     result = await llm.complete_json(
         build_summary_prompt(event, language),

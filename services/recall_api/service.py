@@ -6,6 +6,7 @@ requested user; nothing here can query without one."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import uuid
@@ -15,14 +16,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from nats.aio.client import Client as NatsClient
-from nats.js.errors import NotFoundError
 
-from contracts import Channel, ErasureRequested, ErasureTarget, SessionCompleted, Subjects
+from contracts import Channel, ErasureRequested, ErasureTarget, Subjects
 from services.common.broker import connect_nats, deterministic_uuid
 from services.common.fact_store import write_fact
 from services.common.facts import Fact, FactCandidate, FactProvenance, normalise_subject, normalise_text_key
 from services.common.graph.repository import EntityRecord, GraphRepository, RelationRecord, normalise_entity_name
 from services.common.owner import Owner
+from services.common.raw_sessions import read_raw_session
 from services.common.runtime import Resources
 from services.common.text import TokenCounter, detect_language
 from services.common.vector.port import (
@@ -222,7 +223,7 @@ class RecallService:
             if missing:
                 # Episodes found only through a passage: read them with the same owner and filters.
                 for record in await index.scroll(
-                    EPISODES, owner, self._with_ids(episode_filter, missing), limit=len(missing)
+                    EPISODES, owner, dataclasses.replace(episode_filter, ids=missing), limit=len(missing)
                 ):
                     payloads[record.id] = record.payload
             for episode_id, (relevance, via_passage, text) in merged.items():
@@ -253,19 +254,6 @@ class RecallService:
             context = await self._narrower_facts(index, owner, fact_candidates, channel)
             candidates.extend(logic.resolve_scope_conflicts(fact_candidates, context))
         return candidates, top_score
-
-    @staticmethod
-    def _with_ids(base: SearchFilter, ids: Sequence[str]) -> SearchFilter:
-        return SearchFilter(
-            agent_id=base.agent_id,
-            scopes=base.scopes,
-            channels=base.channels,
-            after=base.after,
-            before=base.before,
-            time_field=base.time_field,
-            match=base.match,
-            ids=list(ids),
-        )
 
     async def _narrower_facts(
         self, index: VectorIndex, owner: Owner, candidates: Sequence[Candidate], channel: str
@@ -535,19 +523,10 @@ class RecallService:
         if stream != self.subjects.session_stream:
             return [], False, False, f"the raw session is kept in stream {stream!r}, not this deployment's"
         client = await self.nats()
-        try:
-            stored = await client.jetstream().get_msg(self.subjects.session_stream, sequence)
-        except NotFoundError:
-            return [], False, False, "the raw session is no longer in the stream (erased or past retention)"
-        if stored.subject != self.subjects.session_completed(owner.tenant_id, owner.user_id):
-            log.error("episode of %s points at stream message %s of another owner", owner, sequence)
-            return [], False, False, "the raw session could not be matched to this episode"
-        try:
-            session = SessionCompleted.model_validate_json(stored.data or b"")
-        except ValueError as exc:
-            return [], False, False, f"the raw session does not parse: {exc}"
-        if session.session_id != payload.get("session_id"):
-            return [], False, False, "the raw session could not be matched to this episode"
+        session = await read_raw_session(client.jetstream(), self.subjects.session_stream, sequence, owner)
+        # Another owner's message at that sequence reads as missing: a stale sequence never shows it.
+        if session is None or session.session_id != payload.get("session_id"):
+            return [], False, False, "the raw session is no longer available (erased or past retention)"
         limit = self.settings.expand_max_messages
         messages = [
             SourceMessage(role=m.role, content=m.content, ts=m.ts.isoformat() if m.ts else None, name=m.name)

@@ -62,7 +62,9 @@ def transcript_lines(session: SessionCompleted) -> tuple[str, set[str]]:
     return "\n".join(lines), user_names
 
 
-async def _extract(event: EpisodeCreated, session: SessionCompleted | None, delivery: Delivery, ctx: Context) -> ExtractionOutput:
+async def _extract(
+    event: EpisodeCreated, session: SessionCompleted | None, delivery: Delivery, ctx: Context
+) -> ExtractionOutput:
     # Consolidation starts from the raw session (never from the summary alone); the summary is the
     # fallback when the raw session is gone.
     transcript, user_names = transcript_lines(session) if session else (event.summary, set())
@@ -142,7 +144,7 @@ async def handle_episode(event: EpisodeCreated, delivery: Delivery, ctx: Context
     )
     index = await ctx.resources.vector_index()
     for candidate in candidates:
-        result = await write_fact(
+        written = await write_fact(
             index,
             ctx.resources.embedder(),
             ctx.resources.keywords(),
@@ -151,20 +153,22 @@ async def handle_episode(event: EpisodeCreated, delivery: Delivery, ctx: Context
             now=datetime.now(UTC),
             confirm_threshold=ctx.settings.confirm_threshold,
         )
-        ctx.count(f"facts_{result.plan.outcome}")
+        ctx.count(f"facts_{written.plan.outcome}")
 
-    for result in upserted:
-        if result.status == "unchanged":
+    for entity_result in upserted:
+        if entity_result.status == "unchanged":
             continue
         message = EntityUpserted(
-            event_id=deterministic_uuid("entity-upserted", result.key, event.episode_id),
+            event_id=deterministic_uuid("entity-upserted", entity_result.key, event.episode_id),
             tenant_id=event.tenant_id,
             user_id=event.user_id,
             scope=event.scope,
-            entity=EntityRef(entity_id=result.key, name=result.name, entity_type=result.entity_type),
-            aliases=list(result.aliases),
+            entity=EntityRef(
+                entity_id=entity_result.key, name=entity_result.name, entity_type=entity_result.entity_type
+            ),
+            aliases=list(entity_result.aliases),
             source_episode_id=event.episode_id,
-            created=result.created,
+            created=entity_result.created,
         )
         await ctx.publisher.publish(
             message,

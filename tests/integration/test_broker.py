@@ -17,6 +17,7 @@ from services.common.broker import (
     DeadLetterWriter,
     Delivery,
     EventPublisher,
+    Handler,
     PoisonMessage,
     build_broker,
     durable_subscriber,
@@ -38,7 +39,7 @@ def _spec(subjects: Subjects) -> ConsumerSpec:
 
 
 async def _start(
-    nats_settings: NatsSettings, nats_client: NatsClient, handler: object
+    nats_settings: NatsSettings, nats_client: NatsClient, handler: Handler[SessionCompleted]
 ) -> tuple[NatsBroker, EventPublisher, Subjects]:
     subjects = Subjects(nats_settings.subject_root)
     spec = _spec(subjects)
@@ -51,7 +52,7 @@ async def _start(
         spec,
         SessionCompleted,
         handler,
-        DeadLetterWriter(publisher, subjects),  # type: ignore[arg-type]
+        DeadLetterWriter(publisher, subjects),
     )
     await broker.start()
     return broker, publisher, subjects

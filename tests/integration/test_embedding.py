@@ -20,7 +20,7 @@ from services.common.settings import EmbeddingSettings
 from tests.fixtures.llm_stub import STUB_API_KEY, STUB_EMBEDDING_MODEL
 from tests.support.llm_stub import LlmStubServer, ScriptedResponse, embeddings_body, hash_embedding
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("drain_litellm")]
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:

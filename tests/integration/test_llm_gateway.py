@@ -23,7 +23,8 @@ from services.episodic_summarizer.logic import SummaryOutput, build_summary_prom
 from tests.fixtures.llm_stub import STUB_API_KEY, STUB_MODEL
 from tests.support.llm_stub import LlmStubServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("drain_litellm")]
+
 
 INPUT_COST = 0.000003
 OUTPUT_COST = 0.000015

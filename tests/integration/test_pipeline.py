@@ -12,6 +12,7 @@ from services.cli.consolidation import wait_until_idle
 from services.cli.stack import RunningServices
 from services.common.broker import EventPublisher, build_broker
 from services.common.owner import Owner
+from services.common.service import ServiceDefinition
 from services.common.settings import TierMemSettings
 from services.common.vector.port import EPISODES, FACTS, PASSAGES
 from services.dedup.handlers import DEFINITION as DEDUP
@@ -21,7 +22,7 @@ from services.semantic_extractor.handlers import DEFINITION as SEMANTIC
 from tests.support.events import decoded, session_event, stream_messages
 
 pytestmark = pytest.mark.integration
-DEFINITIONS = [EPISODIC, SEMANTIC, DEDUP]
+DEFINITIONS: list[ServiceDefinition[Any]] = [EPISODIC, SEMANTIC, DEDUP]
 
 
 async def publish(settings: TierMemSettings, *events: SessionCompleted) -> None:

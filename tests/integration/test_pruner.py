@@ -322,3 +322,13 @@ async def test_a_failing_control_request_reports_the_error(pruning: Pruning) -> 
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_prune_now_without_a_running_pruner_runs_here(pruning: Pruning, tmp_path: Path) -> None:
+    # Its own Edge directory: the fixture's shards are open in this process, and a shard has one owner.
+    settings = pruning.settings.model_copy(update={"vector": VectorSettings(backend="edge", path=tmp_path / "cli")})
+    report, where = await run_prune_now(settings, timeout_s=5)
+    assert where == "this process"
+    assert report["owners_scanned"] == 0
+    published = await wait_for(pruning.reports, what="the prune report of the CLI pass")
+    assert published[0]["event_id"] == report["event_id"]

@@ -38,7 +38,7 @@ from tests.integration.test_recall_api import (
     keywords,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 __all__ = ["embedder", "keywords"]  # module-scoped fixtures shared with test_recall_api
 
 SEED = 20260502

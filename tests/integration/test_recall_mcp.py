@@ -187,6 +187,7 @@ async def test_pinned_user_and_group_channel_cannot_be_widened_by_tool_arguments
     assert SALARY_PRIVATE  # the private text the group session must never see
 
 
+@pytest.mark.slow  # a second process loads the embedding and keyword models
 async def test_the_tools_over_stdio(
     tmp_path: Path,
     nats_settings: NatsSettings,

@@ -15,6 +15,7 @@ from services.cli.stack import RunningServices, start_services
 from services.common.broker import EventPublisher, build_broker
 from services.common.graph.repository import EntityInput, EpisodeRef, GraphRepository, RelationInput
 from services.common.owner import Owner
+from services.common.service import ServiceDefinition
 from services.common.settings import TierMemSettings
 from services.common.vector.port import FACTS
 from services.dedup.handlers import DEFINITION as DEDUP
@@ -24,7 +25,7 @@ from tests.integration.test_pipeline import publish, snapshot
 from tests.support.events import session_event
 
 pytestmark = pytest.mark.integration
-DEFINITIONS = [EPISODIC, SEMANTIC, DEDUP]
+DEFINITIONS: list[ServiceDefinition[Any]] = [EPISODIC, SEMANTIC, DEDUP]
 
 
 async def facts_of(running: RunningServices, owner: Owner) -> list[dict[str, Any]]:

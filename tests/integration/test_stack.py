@@ -152,12 +152,12 @@ async def test_up_ingest_restart_and_clean_shutdown(stack: Stack, tmp_path: Path
     stack.start()
     events_after = await _derived(stack.data_dir)
     assert [e for e in events_after if e["event_type"] == "episode.created"] == episodes_before
-    response = httpx.post(
-        f"http://127.0.0.1:{stack.http_port}/v1/memories/search",
-        headers={"Authorization": f"Bearer {key}"},
-        json={"user_id": "minji", "query": "DGIA billing service in Go"},
-        timeout=30,
-    )
+    async with httpx.AsyncClient(timeout=30) as client:
+        response = await client.post(
+            f"http://127.0.0.1:{stack.http_port}/v1/memories/search",
+            headers={"Authorization": f"Bearer {key}"},
+            json={"user_id": "minji", "query": "DGIA billing service in Go"},
+        )
     assert response.status_code == 200, response.text
     assert response.json()["items"], "the episodes survived the restart"
     stack.interrupt()
