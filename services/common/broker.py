@@ -328,6 +328,11 @@ def durable_subscriber(
             raise
         except Exception as exc:
             reason = describe_error(exc)
+            if getattr(exc, "retryable_later", True) is False:
+                # The failure already used its own retry budget (e.g. the LLM gateway's) and would
+                # only repeat: retrying here too would multiply the calls and the cost.
+                await _dead_letter(reason, "poison")
+                return
             if deliveries >= settings.max_deliver:
                 await _dead_letter(f"failed {deliveries} deliveries; last error: {reason}", "exhausted")
                 return

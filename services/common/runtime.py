@@ -131,6 +131,9 @@ class Resources:
         return self._keywords
 
     async def close(self) -> None:
+        if self._llm is not None:
+            await self._llm.aclose()
+            self._llm = None
         if self._nats is not None:
             await self._nats.close()
             self._nats = None

@@ -67,6 +67,9 @@ class LlmSettings(BaseModel):
     total_budget_s: float = 180.0
     input_cost_per_token: float | None = None
     output_cost_per_token: float | None = None
+    progress_interval_s: float = Field(
+        default=5.0, description="How often a long LLM call tells JetStream the message is still in progress."
+    )
 
 
 class EmbeddingSettings(BaseModel):
