@@ -187,7 +187,10 @@ async def test_same_event_published_twice_is_stored_once(nats_settings: NatsSett
     finally:
         await broker.stop()
     assert (first.duplicate, second.duplicate) == (False, True)
-    assert len(await stream_messages(js, subjects.session_stream)) == 1
+    (stored,) = await stream_messages(js, subjects.session_stream)
+    headers = stored.headers or {}
+    assert headers.get("Nats-Msg-Id") == str(event.event_id)
+    assert "traceparent" in headers, "OpenTelemetry trace context travels in the message headers"
 
 
 async def test_provisioning_is_idempotent(nats_settings: NatsSettings, nats_client: NatsClient) -> None:
