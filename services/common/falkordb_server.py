@@ -7,16 +7,14 @@ when we tried it (DESIGN.md §6)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
 
-from services.common.net import PortInUseError, ensure_port_free
+from services.common.net import PortInUseError, ensure_port_free, stop_process_group
 
 LOOPBACK = "127.0.0.1"
 
@@ -200,15 +198,7 @@ class FalkorDBServer:
         if process is None:
             return
         self._process = None
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=timeout_s)
+        stop_process_group(process, timeout_s)
 
     def __enter__(self) -> FalkorDBServer:
         self.start()

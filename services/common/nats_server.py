@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 from types import TracebackType
 
-from services.common.net import PortInUseError, ensure_port_free, port_answers
+from services.common.net import PortInUseError, ensure_port_free, port_answers, stop_process_group
 
 
 def find_nats_server_binary(configured: Path | None = None) -> Path:
@@ -120,15 +118,8 @@ class NatsServer:
         if process is None:
             return
         self._process = None
-        if process.poll() is None:
-            # SIGTERM lets JetStream flush its files; the whole group goes, so no child survives.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=timeout_s)
+        # SIGTERM lets JetStream flush its files; the whole group goes, so no child survives.
+        stop_process_group(process, timeout_s)
 
     def __enter__(self) -> NatsServer:
         self.start()

@@ -1,8 +1,12 @@
-"""Loopback port helpers."""
+"""Loopback port and child-process helpers."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
+import subprocess
 
 
 class PortInUseError(RuntimeError):
@@ -34,3 +38,18 @@ def port_answers(port: int, host: str = "127.0.0.1", timeout_s: float = 0.2) -> 
             return True
     except OSError:
         return False
+
+
+def stop_process_group(process: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """SIGTERM the child's process group (servers flush their files on it), wait, SIGKILL the group
+    as a last resort; the child is always reaped, so nothing is left behind."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=timeout_s)
