@@ -277,11 +277,13 @@ async def main(args: argparse.Namespace, work: Path) -> None:
     dim = embedder.dim
     per_user_episodes = max(1, args.episodes // args.users)
     qdrant_users = max(1, args.qdrant_episodes // per_user_episodes)
-    print(
-        f"edge: {args.episodes} episodes over {args.users} users; qdrant-client local: "
-        f"{qdrant_users * per_user_episodes} episodes over {qdrant_users} users (the same users' episodes)",
-        flush=True,
-    )
+    print(f"edge: {args.episodes} episodes over {args.users} users", flush=True)
+    if args.qdrant_episodes > 0:
+        print(
+            f"qdrant-client local: {qdrant_users * per_user_episodes} episodes over {qdrant_users} users "
+            "(the same users' episodes; queries go to these users on both backends)",
+            flush=True,
+        )
 
     settings = RecallApiSettings(data_dir=work, api_keys={API_KEY: TENANT})
     edge = EdgeVectorIndex(work / "qdrant-edge", optimize_threshold=None)
@@ -299,7 +301,7 @@ async def main(args: argparse.Namespace, work: Path) -> None:
     query_rng = random.Random(args.seed + 1)
     queries: list[tuple[str, str]] = []
     for _ in range(args.queries):
-        user = f"u{query_rng.randrange(min(qdrant_users, args.users))}"
+        user = f"u{query_rng.randrange(min(qdrant_users, args.users) if args.qdrant_episodes > 0 else args.users)}"
         base = corpus.bases[query_rng.choice(bases_of[user])]
         queries.append((user, query_for(base, query_rng)))
 
@@ -313,47 +315,50 @@ async def main(args: argparse.Namespace, work: Path) -> None:
         flush=True,
     )
 
-    from qdrant_client import AsyncQdrantClient
-
-    from services.common.vector.qdrant_server import QdrantServerVectorIndex
-
-    local = QdrantServerVectorIndex(AsyncQdrantClient(path=str(work / "qdrant-local")))
-    for collection in (EPISODES, PASSAGES, FACTS):
-        await local.ensure_collection(collection, dim)
-    started = time.perf_counter()
-    await populate(
-        local,
-        corpus,
-        episodes=args.episodes,
-        users=args.users,
-        seed=args.seed,
-        label="qdrant-client local",
-        only_users=qdrant_users,
-    )
-    print(f"qdrant-client local written in {time.perf_counter() - started:.0f}s", flush=True)
-    local_resources = Resources(settings, _vector_index=local, _embedder=embedder, _keywords=keywords)
+    local_stats: dict[str, float] | None = None
+    local_hits = 0.0
     local_queries = queries[: args.qdrant_queries]
-    local_stats, local_hits = await serve_and_query(
-        settings, local_resources, local_queries, warmup=min(5, args.warmup)
-    )
-    await local.close()
+    if args.qdrant_episodes > 0:
+        from qdrant_client import AsyncQdrantClient
+
+        from services.common.vector.qdrant_server import QdrantServerVectorIndex
+
+        local = QdrantServerVectorIndex(AsyncQdrantClient(path=str(work / "qdrant-local")))
+        for collection in (EPISODES, PASSAGES, FACTS):
+            await local.ensure_collection(collection, dim)
+        started = time.perf_counter()
+        await populate(
+            local,
+            corpus,
+            episodes=args.episodes,
+            users=args.users,
+            seed=args.seed,
+            label="qdrant-client local",
+            only_users=qdrant_users,
+        )
+        print(f"qdrant-client local written in {time.perf_counter() - started:.0f}s", flush=True)
+        local_resources = Resources(settings, _vector_index=local, _embedder=embedder, _keywords=keywords)
+        local_stats, local_hits = await serve_and_query(
+            settings, local_resources, local_queries, warmup=min(5, args.warmup)
+        )
+        await local.close()
 
     print()
     print("L0 POST /v1/recall/auto over HTTP, sequential, client-side ms (query embedding included)")
     print(f"{'backend':<34}{'episodes':>10}{'queries':>9}{'p50':>9}{'p95':>9}{'p99':>9}{'mean':>9}{'inject%':>9}")
-    rows = [
-        ("qdrant-edge (embedded default)", args.episodes, len(queries), edge_stats, edge_hits),
-        ("qdrant-client local mode", qdrant_users * per_user_episodes, len(local_queries), local_stats, local_hits),
-    ]
+    rows = [("qdrant-edge (embedded default)", args.episodes, len(queries), edge_stats, edge_hits)]
+    if local_stats is not None:
+        rows.append(
+            ("qdrant-client local mode", qdrant_users * per_user_episodes, len(local_queries), local_stats, local_hits)
+        )
     for name, size, count, stats, hits in rows:
         print(
             f"{name:<34}{size:>10}{count:>9}{stats['p50']:>9.1f}{stats['p95']:>9.1f}{stats['p99']:>9.1f}"
             f"{stats['mean']:>9.1f}{hits * 100:>8.0f}%"
         )
-    print(
-        "ratio qdrant-client local / edge: "
-        + ", ".join(f"{q} {local_stats[q] / edge_stats[q]:.1f}x" for q in ("p50", "p95", "p99"))
-    )
+    if local_stats is not None:
+        ratios = ", ".join(f"{q} {local_stats[q] / edge_stats[q]:.1f}x" for q in ("p50", "p95", "p99"))
+        print(f"ratio qdrant-client local / edge: {ratios}")
     print(f"target p99 <= 50 ms: {'met' if edge_stats['p99'] <= 50 else 'NOT met'} ({edge_stats['p99']:.1f} ms)")
     if not args.keep:
         shutil.rmtree(work, ignore_errors=True)
@@ -363,7 +368,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=100_000, help="episodes in the Edge index")
     parser.add_argument("--users", type=int, default=10_000, help="users the episodes are spread over")
-    parser.add_argument("--qdrant-episodes", type=int, default=20_000, help="episodes in the qdrant-client index")
+    parser.add_argument(
+        "--qdrant-episodes", type=int, default=20_000, help="episodes in the qdrant-client index (0: skip it)"
+    )
     parser.add_argument("--queries", type=int, default=500, help="timed L0 calls on Edge")
     parser.add_argument("--qdrant-queries", type=int, default=100, help="timed L0 calls on qdrant-client local")
     parser.add_argument("--warmup", type=int, default=20, help="untimed calls first")

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from contracts import Message, SessionCompleted
 from services.common.broker import deterministic_uuid
@@ -73,6 +74,9 @@ BASELINES = (BM25, DENSE, HYBRID, LAST_N)
 SYSTEMS = (OURS, *BASELINES)
 DEFAULT_KS = (5, 10, 20)
 RRF_K = 60
+# L0 is also asked with these higher minimum scores (one recall API instance each, same stores).
+SWEEP_STEP = 0.05
+SWEEP_MAX = 0.7
 # LoCoMo's sessions are from 2023: in the eval nothing may expire before the questions are asked.
 EVAL_EPISODE_TTL_DAYS = 36_500.0
 TARGET_L1_RECALL_AT_5 = 0.90
@@ -412,6 +416,8 @@ class QuestionResult:
     l0_top_score: float | None = None
     l0_latency_ms: float = 0.0
     l1_latency_ms: float = 0.0
+    # What L0 injected with other minimum scores (the threshold trade-off), keyed by the minimum score.
+    l0_by_threshold: dict[float, list[InjectedItem]] = field(default_factory=dict)
 
     @property
     def answerable(self) -> bool:
@@ -474,6 +480,9 @@ def abstention_stats(group: Sequence[QuestionResult]) -> dict[str, Any]:
     return {
         "questions": len(group),
         "abstention_rate": _mean([0.0 if r.l0_items else 1.0 for r in group]),
+        # The session an adversarial question distorts (what really happened, often to the other
+        # speaker) was injected: not an answer to the question, but what would correct its premise.
+        "evidence_injected_rate": _mean([1.0 if r.l0_recalled else 0.0 for r in group if r.evidence_sessions]),
         "items_mean": _mean([float(len(r.l0_items)) for r in group]),
         "tokens_mean": _mean([float(r.l0_tokens) for r in group]),
         "top_score_mean_when_injected": _mean([r.l0_top_score or 0.0 for r in injected]),
@@ -490,6 +499,35 @@ def l0_table(results: Sequence[QuestionResult]) -> dict[str, Any]:
         },
         "adversarial": abstention_stats(adversarial),
     }
+
+
+def l0_tradeoff(results: Sequence[QuestionResult]) -> list[dict[str, Any]]:
+    """L0 at each minimum score it was asked with: the recall rate and contamination (answerable
+    questions with evidence), the abstention rate (category 5) and items per question."""
+    scored = [r for r in results if r.scored]
+    adversarial = [r for r in results if r.category == ADVERSARIAL]
+    thresholds = sorted({t for r in results for t in r.l0_by_threshold})
+    rows: list[dict[str, Any]] = []
+    for threshold in thresholds:
+
+        def kept(r: QuestionResult, threshold: float = threshold) -> list[InjectedItem]:
+            return r.l0_by_threshold.get(threshold, [])
+
+        injected = [(r, kept(r)) for r in scored]
+        items = sum(len(k) for _, k in injected)
+        contaminating = sum(1 for r, k in injected for item in k if not item.sessions & r.evidence_sessions)
+        rows.append(
+            {
+                "min_score": threshold,
+                "recall_rate": _mean(
+                    [1.0 if any(i.sessions & r.evidence_sessions for i in k) else 0.0 for r, k in injected]
+                ),
+                "abstention_rate": _mean([0.0 if kept(r) else 1.0 for r in adversarial]),
+                "contamination_rate": (contaminating / items) if items else None,
+                "items_mean": _mean([float(len(k)) for _, k in injected]),
+            }
+        )
+    return rows
 
 
 def compare(ours: float | None, baseline: float | None) -> dict[str, float | None]:
@@ -573,6 +611,7 @@ def build_report(
         "recall_curve": {system: curve[system]["overall"] for system in SYSTEMS},
         "comparison": comparison_table(recall, ks),
         "l0": l0,
+        "l0_tradeoff": l0_tradeoff(results),
         "latency_ms": {
             "l0_auto": {"p50": percentile(l0_latencies, 0.5), "p95": percentile(l0_latencies, 0.95)},
             "l1_search": {"p50": percentile(l1_latencies, 0.5), "p95": percentile(l1_latencies, 0.95)},
@@ -660,7 +699,7 @@ def render_report(report: Mapping[str, Any], console: Console) -> None:
     console.print(versus)
 
     l0 = report["l0"]
-    l0_view = Table(title="L0 auto-inject (question as the message, defaults: ≤3 items, ≤300 tokens)")
+    l0_view = Table(title="L0 auto-inject (the question as the message, no earlier turns)")
     for column in ("category", "n", "recall rate", "contamination", "empty", "items/q", "tokens/q"):
         l0_view.add_column(column, justify="left" if column == "category" else "right")
     rows = [(f"{c} {CATEGORY_NAMES.get(int(c), '')}", stats) for c, stats in l0["by_category"].items()]
@@ -680,7 +719,8 @@ def render_report(report: Mapping[str, Any], console: Console) -> None:
     console.print(
         f"L0 on category 5 (adversarial, {adversarial['questions']} questions): abstention rate "
         f"{_fmt(adversarial['abstention_rate'])}, items/q {_fmt(adversarial['items_mean'], 2)}, "
-        f"tokens/q {_fmt(adversarial['tokens_mean'], 1)}"
+        f"tokens/q {_fmt(adversarial['tokens_mean'], 1)}; the distorted evidence session was injected for "
+        f"{_fmt(adversarial['evidence_injected_rate'])}"
     )
     latency = report["latency_ms"]
     l0_latency, l1_latency = latency["l0_auto"], latency["l1_search"]
@@ -688,6 +728,19 @@ def render_report(report: Mapping[str, Any], console: Console) -> None:
         f"latency in-process (ms): L0 p50 {_fmt(l0_latency['p50'], 1)} p95 {_fmt(l0_latency['p95'], 1)}; "
         f"L1 p50 {_fmt(l1_latency['p50'], 1)} p95 {_fmt(l1_latency['p95'], 1)}"
     )
+    if report.get("l0_tradeoff"):
+        sweep = Table(title="L0 with other minimum scores (same run, same stores; default 0.30)")
+        for column in ("min score", "recall rate 1-4", "abstention cat. 5", "contamination", "items/q"):
+            sweep.add_column(column, justify="right")
+        for row in report["l0_tradeoff"]:
+            sweep.add_row(
+                f"{row['min_score']:.2f}",
+                _fmt(row["recall_rate"]),
+                _fmt(row["abstention_rate"]),
+                _fmt(row["contamination_rate"]),
+                _fmt(row["items_mean"], 2),
+            )
+        console.print(sweep)
     targets = Table(title="Targets")
     for column in ("target", "value", "bar", "met", "by"):
         targets.add_column(column)
@@ -703,13 +756,16 @@ def render_report(report: Mapping[str, Any], console: Console) -> None:
 
 
 def draw_recall_png(report: Mapping[str, Any], path: Path) -> Path:
-    """Recall@k against k for every system (categories 1-4)."""
+    """Left: session recall@k against k for every system (categories 1-4). Right: L0 recall rate and
+    category-5 abstention against the L0 minimum score, with the targets (when a sweep was run)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(figsize=(7.5, 4.8), dpi=120)
+    tradeoff = [row for row in report.get("l0_tradeoff", []) if row["recall_rate"] is not None]
+    figure, panels = plt.subplots(1, 2 if tradeoff else 1, figsize=(13 if tradeoff else 7.5, 4.8), dpi=120)
+    recall_axes = panels[0] if tradeoff else panels
     styles = {OURS: ("o-", 2.6), BM25: ("s--", 1.4), DENSE: ("^--", 1.4), HYBRID: ("D--", 1.4), LAST_N: ("x:", 1.4)}
     for system in SYSTEMS:
         curve = report["recall_curve"][system]
@@ -717,13 +773,35 @@ def draw_recall_png(report: Mapping[str, Any], path: Path) -> Path:
         if not points:
             continue
         marker, width = styles[system]
-        axes.plot([k for k, _ in points], [v for _, v in points], marker, linewidth=width, label=system)
-    axes.set_xlabel("k (sessions retrieved)")
-    axes.set_ylabel("session recall@k")
-    axes.set_ylim(0.0, 1.02)
-    axes.grid(True, alpha=0.3)
-    axes.set_title(f"LoCoMo session recall@k ({report['questions']['scored']} questions, categories 1-4)")
-    axes.legend(loc="lower right")
+        recall_axes.plot([k for k, _ in points], [v for _, v in points], marker, linewidth=width, label=system)
+    recall_axes.axhline(TARGET_L1_RECALL_AT_5, color="grey", linewidth=0.8, linestyle=":")
+    recall_axes.set_xlabel("k (sessions retrieved)")
+    recall_axes.set_ylabel("session recall@k")
+    recall_axes.set_ylim(0.0, 1.02)
+    recall_axes.grid(True, alpha=0.3)
+    recall_axes.set_title(f"LoCoMo session recall@k ({report['questions']['scored']} questions, categories 1-4)")
+    recall_axes.legend(loc="lower right")
+    if tradeoff:
+        l0_axes = panels[1]
+        thresholds = [row["min_score"] for row in tradeoff]
+        l0_axes.plot(thresholds, [row["recall_rate"] for row in tradeoff], "o-", label="L0 recall rate (cat. 1-4)")
+        abstention = [row["abstention_rate"] for row in tradeoff]
+        if all(value is not None for value in abstention):
+            l0_axes.plot(thresholds, abstention, "s-", label="L0 abstention (cat. 5)")
+        contamination = [row["contamination_rate"] for row in tradeoff]
+        l0_axes.plot(
+            thresholds, [c if c is not None else float("nan") for c in contamination], "x:", label="contamination"
+        )
+        l0_axes.axhline(TARGET_L0_RECALL, color="tab:blue", linewidth=0.8, linestyle="--")
+        l0_axes.axhline(TARGET_L0_ABSTENTION, color="tab:orange", linewidth=0.8, linestyle="--")
+        l0_axes.set_xlabel("L0 minimum score")
+        l0_axes.set_ylim(0.0, 1.02)
+        l0_axes.grid(True, alpha=0.3)
+        l0_axes.set_title("L0 recall vs abstention as the minimum score rises")
+        l0_axes.legend(loc="best")
+    overrides = report.get("settings", {}).get("recall_overrides") or {}
+    if overrides:
+        figure.suptitle("recall settings changed: " + ", ".join(f"{k}={v}" for k, v in overrides.items()))
     figure.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path)
@@ -837,6 +915,8 @@ class EvalStack:
     embedder: QueryCachingEmbedder
     tenant_id: str
     servers: EmbeddedServers | None = None
+    # Recall API instances with higher L0 minimum scores (the LoCoMo threshold sweep), same stores.
+    sweep: dict[float, RecallClient] = field(default_factory=dict)
 
 
 def eval_settings(
@@ -866,12 +946,24 @@ def eval_settings(
     )
 
 
+def sweep_thresholds(default: float) -> list[float]:
+    """Minimum scores above the default, every SWEEP_STEP up to SWEEP_MAX."""
+    steps = round((SWEEP_MAX - default) / SWEEP_STEP)
+    return [round(default + SWEEP_STEP * step, 4) for step in range(1, steps + 1)]
+
+
 @contextlib.asynccontextmanager
 async def recall_stack(
-    settings: RecallApiSettings, resources: Resources, api_key: str, servers: EmbeddedServers | None = None
+    settings: RecallApiSettings,
+    resources: Resources,
+    api_key: str,
+    servers: EmbeddedServers | None = None,
+    *,
+    l0_sweep: bool = False,
 ) -> AsyncIterator[EvalStack]:
     """Consolidation services and the recall API on already running servers (the tests' fixtures or
-    `embedded_stack`), sharing `resources`."""
+    `embedded_stack`), sharing `resources`; with `l0_sweep`, also one recall API per higher L0
+    minimum score."""
     from services.cli.stack import start_services
 
     embedder = resources.embedder()
@@ -879,8 +971,16 @@ async def recall_stack(
         raise TypeError("recall_stack needs resources whose embedder is a QueryCachingEmbedder")
     running = await start_services(settings, consolidation_services(), resources)
     try:
-        async with RecallClient(settings, resources, api_key) as recall:
-            yield EvalStack(settings, resources, running, recall, embedder, settings.api_keys[api_key], servers)
+        async with contextlib.AsyncExitStack() as clients:
+            recall = await clients.enter_async_context(RecallClient(settings, resources, api_key))
+            stack = EvalStack(settings, resources, running, recall, embedder, settings.api_keys[api_key], servers)
+            if l0_sweep:
+                for threshold in sweep_thresholds(settings.l0_min_score):
+                    variant = settings.model_copy(update={"l0_min_score": threshold})
+                    stack.sweep[threshold] = await clients.enter_async_context(
+                        RecallClient(variant, resources, api_key)
+                    )
+            yield stack
     finally:
         await running.stop()
 
@@ -893,7 +993,9 @@ def caching_resources(settings: RecallApiSettings) -> Resources:
 
 
 @contextlib.asynccontextmanager
-async def embedded_stack(work_dir: Path, *, tenant_id: str, **overrides: Any) -> AsyncIterator[EvalStack]:
+async def embedded_stack(
+    work_dir: Path, *, tenant_id: str, l0_sweep: bool = False, **overrides: Any
+) -> AsyncIterator[EvalStack]:
     """nats-server and FalkorDB on loopback with data in `work_dir`, the consolidation services and the
     recall API in this process. Always stops everything."""
     from services.cli.stack import start_servers
@@ -902,7 +1004,7 @@ async def embedded_stack(work_dir: Path, *, tenant_id: str, **overrides: Any) ->
     try:
         api_key = "eval_" + secrets.token_urlsafe(24)
         settings = eval_settings(work_dir, servers, creds, api_key=api_key, tenant_id=tenant_id, **overrides)
-        async with recall_stack(settings, caching_resources(settings), api_key, servers) as stack:
+        async with recall_stack(settings, caching_resources(settings), api_key, servers, l0_sweep=l0_sweep) as stack:
             yield stack
     finally:
         servers.stop()
@@ -946,6 +1048,9 @@ class LocomoConfig:
     max_questions: int | None = None  # per sample, for quick runs
     tenant_id: str = "locomo"
     episode_ttl_days: float = EVAL_EPISODE_TTL_DAYS
+    # Recall settings to change for this run (e.g. ("episode_half_life_days", "36500")): to measure a
+    # proposal with the same harness. Reported in the JSON; the defaults are the headline numbers.
+    recall_overrides: tuple[tuple[str, str], ...] = ()
 
     @property
     def curve_ks(self) -> tuple[int, ...]:
@@ -1024,6 +1129,7 @@ async def item_sessions(
     if fact_ids:
         index = await stack.resources.vector_index()
         for record in await index.get(FACTS, owner, fact_ids):
+            provenance[record.id].update(str(s) for s in record.payload.get("session_ids") or [])
             for observation in record.payload.get("provenance") or []:
                 if isinstance(observation, dict) and observation.get("session_id"):
                     provenance[record.id].add(str(observation["session_id"]))
@@ -1050,6 +1156,9 @@ async def evaluate_question(
     started = time.perf_counter()
     auto = await stack.recall.auto(user, question.question)
     l0_latency = (time.perf_counter() - started) * 1000
+    by_threshold = {stack.settings.l0_min_score: auto.items}
+    for threshold, client in stack.sweep.items():
+        by_threshold[threshold] = (await client.auto(user, question.question)).items
     rankings: dict[str, dict[int, list[int]]] = {OURS: {}}
     l1_latencies: list[float] = []
     for k in ks:
@@ -1075,6 +1184,10 @@ async def evaluate_question(
         l0_top_score=auto.top_score,
         l0_latency_ms=l0_latency,
         l1_latency_ms=statistics.fmean(l1_latencies) if l1_latencies else 0.0,
+        l0_by_threshold={
+            threshold: await item_sessions(stack, user, items, session_numbers)
+            for threshold, items in by_threshold.items()
+        },
     )
 
 
@@ -1106,9 +1219,14 @@ async def run_locomo(config: LocomoConfig, progress: Progress | None = None) -> 
     try:
         started = time.monotonic()
         async with embedded_stack(
-            work_dir, tenant_id=config.tenant_id, episode_ttl_days=config.episode_ttl_days
+            work_dir,
+            tenant_id=config.tenant_id,
+            l0_sweep=True,
+            episode_ttl_days=config.episode_ttl_days,
+            **dict(config.recall_overrides),
         ) as stack:
             timings["start_s"] = time.monotonic() - started
+            settings = stack.settings
             events = [e for sample in samples for e in session_events(sample, tenant_id=config.tenant_id)]
             started = time.monotonic()
             task = progress.add_task("publishing sessions", total=len(events)) if progress is not None else None
@@ -1141,7 +1259,7 @@ async def run_locomo(config: LocomoConfig, progress: Progress | None = None) -> 
                 for question in sample.questions:
                     results.append(
                         await evaluate_question(
-                            stack, sample, question, corpora[sample.sample_id], config.ks, session_numbers
+                            stack, sample, question, corpora[sample.sample_id], config.curve_ks, session_numbers
                         )
                     )
                     if progress is not None and question_task is not None:
@@ -1162,11 +1280,20 @@ async def run_locomo(config: LocomoConfig, progress: Progress | None = None) -> 
         "stored": stored,
         "timings_s": {k: round(v, 2) for k, v in timings.items()},
         "settings": {
-            "l0": "defaults (max 3 items, 300 tokens, keyword 0.7 / dense 0.3, min score 0.3)",
-            "l1": "memory_search kinds=[episode], limit=k (keyword 0.3 / dense 0.7, min score 0.25)",
+            "l0": (
+                f"recall/auto, question as the message: max {settings.l0_default_max_entries} items, "
+                f"{settings.l0_default_token_budget} tokens, keyword {settings.l0_keyword_weight} / dense "
+                f"{settings.l0_dense_weight}, min score {settings.l0_min_score}"
+            ),
+            "l1": (
+                f"memory_search kinds=[episode], limit=k for each k plotted: keyword {settings.l1_keyword_weight} / "
+                f"dense {settings.l1_dense_weight}, min score {settings.l1_min_score}"
+            ),
             "episode_ttl_days": config.episode_ttl_days,
             "baseline_hybrid": f"reciprocal rank fusion of BM25 and dense turn rankings, k={RRF_K}",
             "llm": "offline (extractive summaries, heuristic facts)",
+            "recall_overrides": dict(config.recall_overrides),
+            "episode_half_life_days": settings.episode_half_life_days,
         },
     }
     return build_report(results, config.ks, config.curve_ks, meta=meta)
@@ -1212,6 +1339,40 @@ def parse_ks(text: str) -> tuple[int, ...]:
     return ks
 
 
+def parse_overrides(pairs: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """KEY=VALUE pairs naming fields of the recall settings (values are validated by the settings)."""
+    from services.recall_api.settings import RecallApiSettings
+
+    parsed: list[tuple[str, str]] = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip()
+        if not sep or key not in RecallApiSettings.model_fields:
+            raise typer.BadParameter(f"--recall-setting takes KEY=VALUE with KEY a recall setting, got {pair!r}")
+        parsed.append((key, value.strip()))
+    return tuple(parsed)
+
+
+def quiet_consumer_logs() -> None:
+    """FastStream logs every message it handles at INFO; keep that out of the progress display unless
+    the CLI was asked to be verbose (root logger at INFO or lower)."""
+    import logging
+
+    if logging.getLogger().getEffectiveLevel() > logging.INFO:
+        # FastStream sets its access logger's level itself when the broker starts; a filter stays.
+        for name in ("faststream", "faststream.access", "faststream.access.nats"):
+            logger = logging.getLogger(name)
+            if not any(isinstance(f, _BelowWarning) for f in logger.filters):
+                logger.addFilter(_BelowWarning())
+
+
+class _BelowWarning:
+    """Logging filter that drops records below WARNING."""
+
+    def filter(self, record: Any) -> bool:
+        return bool(record.levelno >= 30)
+
+
 def _progress(console: Console) -> Progress:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -1235,19 +1396,33 @@ def locomo_command(
     questions: Annotated[
         int | None, typer.Option("--questions", min=1, help="Only the first N questions of each sample.")
     ] = None,
+    recall_setting: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--recall-setting",
+            help="KEY=VALUE of a recall setting to change for this run, e.g. episode_half_life_days=36500 "
+            "(to measure a proposal; repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Ingest LoCoMo into an embedded stack, ask every question through L1 and L0, compare with baselines."""
     from rich.console import Console
 
     console = Console()
     err = Console(stderr=True)
+    quiet_consumer_logs()
     config = LocomoConfig(
-        path=path, ks=parse_ks(k), work_dir=work_dir, samples=tuple(sample or ()), max_questions=questions
+        path=path,
+        ks=parse_ks(k),
+        work_dir=work_dir,
+        samples=tuple(sample or ()),
+        max_questions=questions,
+        recall_overrides=parse_overrides(recall_setting or []),
     )
     try:
         with _progress(err) as progress:
             report = asyncio.run(run_locomo(config, progress))
-    except (LocomoFormatError, FileNotFoundError) as exc:
+    except (LocomoFormatError, FileNotFoundError, ValidationError) as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc
     render_report(report, console)
@@ -1274,6 +1449,7 @@ def scenarios_command(
     from services.cli.scenarios import DEFAULT_SCENARIOS, render_scenarios, run_scenarios_embedded
 
     console = Console()
+    quiet_consumer_logs()
     scenario_path = path or DEFAULT_SCENARIOS
     if not scenario_path.exists():
         Console(stderr=True).print(f"[red]error:[/] no scenario file at {scenario_path}")

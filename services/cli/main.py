@@ -124,8 +124,13 @@ def _register_subcommands() -> None:
     from services.cli.audit import audit_app
     from services.cli.prune import prune_command
 
+    from services.cli.bench import bench_app
+    from services.cli.eval import eval_app
+
     app.command("prune")(prune_command)
     app.add_typer(audit_app, name="audit")
+    app.add_typer(eval_app, name="eval")
+    app.add_typer(bench_app, name="bench")
 
 
 _register_subcommands()

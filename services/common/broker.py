@@ -167,6 +167,8 @@ def build_broker(settings: TierMemSettings, service_name: str) -> NatsBroker:
         middlewares=[NatsTelemetryMiddleware(tracer_provider=tracer_provider)],
         graceful_timeout=30.0,
         max_reconnect_attempts=-1,
+        # Per-message access logs at DEBUG: at INFO they flood the console of `tiermem up`.
+        log_level=logging.DEBUG,
     )
 
 

@@ -225,11 +225,7 @@ async def build_stack(
                 stack.http = http
                 yield stack
     finally:
-        # Resources.close() would close the graph through an attribute the repository lacks; the
-        # graph executor is closed here directly.
-        resources._graph = None
-        await resources.close()
-        await executor.close()
+        await resources.close()  # closes the graph's executor too
         await nats.drain()
 
 
@@ -842,8 +838,7 @@ async def test_readyz_reports_each_dependency(
 
     dead_port = free_port()
     settings = RecallApiSettings(data_dir=tmp_path / "other", nats=nats_settings, api_keys=API_KEYS)
-    dead_executor = FalkorDBExecutor("127.0.0.1", dead_port, "x", "g", connect_timeout_s=0.5)
-    dead_graph = GraphRepository(dead_executor)
+    dead_graph = GraphRepository(FalkorDBExecutor("127.0.0.1", dead_port, "x", "g", connect_timeout_s=0.5))
     resources = Resources(settings, _embedder=embedder, _keywords=keywords, _graph=dead_graph)
     app = create_app(settings, resources)
     try:
@@ -853,9 +848,7 @@ async def test_readyz_reports_each_dependency(
         ):
             response = await http.get("/readyz")
     finally:
-        resources._graph = None
         await resources.close()
-        await dead_executor.close()
     assert response.status_code == 503
     checks = response.json()["checks"]
     assert checks["broker"] == "ok"

@@ -1,0 +1,429 @@
+"""The evaluation's pure parts on tiny hand-made fixtures with known answers: LoCoMo parsing and event
+building, the baselines' ranking functions, recall@k, the L0 rates, comparisons and targets, and the
+scenario set's validation and scoring."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.cli import eval as ev
+from services.cli.bench import recall_argv, synthetic_sessions
+from services.cli.scenarios import (
+    DEFAULT_SCENARIOS,
+    ProbeOutcome,
+    ScenarioFormatError,
+    load_scenarios,
+    parse_scenarios,
+    scenario_events,
+    summarize_outcomes,
+)
+
+# ---- LoCoMo parsing ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+        ("9:55 am on 22 October, 2023", datetime(2023, 10, 22, 9, 55, tzinfo=UTC)),
+        ("12:05 am on 1 Jan, 2024", datetime(2024, 1, 1, 0, 5, tzinfo=UTC)),
+        ("12:30 pm on 29 February, 2024", datetime(2024, 2, 29, 12, 30, tzinfo=UTC)),
+        ("7:00 P.M. on 3 sept 2022", datetime(2022, 9, 3, 19, 0, tzinfo=UTC)),
+    ],
+)
+def test_session_times_are_parsed(text: str, expected: datetime) -> None:
+    assert ev.parse_session_time(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["", "13:00 pm on 1 May, 2023", "1:56 pm on 31 June, 2023", "1:56 pm on 8 Mai, 2023", "8 May 2023"]
+)
+def test_bad_session_times_are_rejected_clearly(text: str) -> None:
+    with pytest.raises(ev.LocomoFormatError):
+        ev.parse_session_time(text)
+
+
+def test_dialogue_ids_map_to_sessions_and_packed_evidence_is_split() -> None:
+    assert ev.dia_session("D3:12") == 3
+    assert ev.dia_session(" D30:1 ") == 30
+    assert ev.split_evidence(["D8:6; D9:17", "D1:2"]) == ("D8:6", "D9:17", "D1:2")
+    with pytest.raises(ev.LocomoFormatError):
+        ev.dia_session("S3:12")
+
+
+def test_a_shared_photo_becomes_its_caption() -> None:
+    assert (
+        ev.turn_text({"text": "Look!", "blip_caption": "a photo of a dog"})
+        == "Look! [shares a photo: a photo of a dog]"
+    )
+    assert ev.turn_text({"text": "", "blip_caption": "a cake"}) == "[shares a photo: a cake]"
+    assert ev.turn_text({"text": "  no   photo "}) == "no photo"
+
+
+def locomo_fixture() -> list[dict[str, Any]]:
+    return [
+        {
+            "sample_id": "conv 1",
+            "conversation": {
+                "speaker_a": "Ann",
+                "speaker_b": "Bo",
+                "session_1_date_time": "1:00 pm on 1 May, 2023",
+                "session_1": [
+                    {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat."},
+                    {"speaker": "Bo", "dia_id": "D1:2", "text": "Cute!", "blip_caption": "a photo of a cat"},
+                ],
+                "session_2_date_time": "2:00 pm on 3 May, 2023",
+                "session_2": [{"speaker": "Bo", "dia_id": "D2:1", "text": "I started running."}],
+                "session_3_date_time": "2:00 pm on 9 May, 2023",  # never held: no turns
+                "session_1_summary": "ignored",
+            },
+            "qa": [
+                {"question": "What did Ann adopt?", "answer": "a cat", "evidence": ["D1:1"], "category": 4},
+                {"question": "What did Ann run?", "adversarial_answer": "a race", "evidence": ["D2:1"], "category": 5},
+                {"question": "Both?", "answer": "x", "evidence": ["D1:1; D2:1"], "category": 1},
+            ],
+        }
+    ]
+
+
+def test_locomo_samples_keep_sessions_speakers_and_evidence_sessions() -> None:
+    (sample,) = ev.parse_locomo(locomo_fixture())
+    assert sample.user_id == "conv-1"
+    assert [s.number for s in sample.sessions] == [1, 2]
+    assert sample.sessions[0].turns[1].text == "Cute! [shares a photo: a photo of a cat]"
+    assert [q.evidence_sessions for q in sample.questions] == [frozenset({1}), frozenset({2}), frozenset({1, 2})]
+    assert sample.questions[1].answer == "a race"
+
+
+def test_an_unknown_speaker_is_a_format_error() -> None:
+    data = locomo_fixture()
+    data[0]["conversation"]["session_2"][0]["speaker"] = "Cy"
+    with pytest.raises(ev.LocomoFormatError, match="neither"):
+        ev.parse_locomo(data)
+
+
+def test_each_session_becomes_one_session_completed_with_names_and_roles() -> None:
+    (sample,) = ev.parse_locomo(locomo_fixture())
+    events = ev.session_events(sample, tenant_id="locomo")
+    assert [e.session_id for e in events] == ["conv-1-s1", "conv-1-s2"]
+    first = events[0]
+    assert first.user_id == "conv-1"
+    assert first.ended_at == datetime(2023, 5, 1, 13, 0, tzinfo=UTC)
+    assert [(m.role, m.name) for m in first.messages] == [("user", "Ann"), ("assistant", "Bo")]
+    assert events[1].messages[0].role == "assistant"  # speaker_b is always the assistant
+    # Deterministic: a re-run publishes the same event ids (JetStream drops them as duplicates).
+    assert [e.event_id for e in ev.session_events(sample, tenant_id="locomo")] == [e.event_id for e in events]
+
+
+# ---- baselines --------------------------------------------------------------------------------
+
+
+def test_bm25_scores_match_the_formula() -> None:
+    bm25 = ev.Bm25([["apple", "banana"], ["apple"], ["cherry", "cherry", "kiwi"]], k1=1.2, b=0.75)
+    scores = bm25.scores(["cherry", "nothing"])
+    assert scores[0] == scores[1] == 0.0
+    idf = math.log((3 - 1 + 0.5) / (1 + 0.5) + 1)
+    norm = 1.2 * (1 - 0.75 + 0.75 * 3 / 2)  # document length 3, average 2
+    assert scores[2] == pytest.approx(idf * 2 * 2.2 / (2 + norm))
+    # A term in fewer documents weighs more.
+    assert bm25.idf("cherry") > bm25.idf("apple")
+    assert ev.ranked_indexes(bm25.scores(["apple"]), positive_only=True) == [1, 0]
+
+
+def test_reciprocal_rank_fusion() -> None:
+    fused = ev.reciprocal_rank_fusion([[2, 0], [0, 1, 2]], 3, k=60)
+    assert fused[0] == pytest.approx(1 / 62 + 1 / 61)
+    assert fused[1] == pytest.approx(1 / 62)
+    assert fused[2] == pytest.approx(1 / 61 + 1 / 63)
+    assert ev.ranked_indexes(fused) == [0, 2, 1]
+
+
+def test_sessions_are_ranked_by_their_best_turn() -> None:
+    scores = [0.1, 0.9, 0.5, 0.5]
+    sessions = [1, 1, 2, 3]
+    assert ev.sessions_by_best_turn(scores, sessions, [1, 2, 3, 4]) == [1, 2, 3, 4]  # tie 2/3 by number, 4 has none
+    assert ev.latest_sessions(
+        [
+            (1, datetime(2023, 1, 1, tzinfo=UTC)),
+            (2, datetime(2023, 3, 1, tzinfo=UTC)),
+            (3, datetime(2023, 2, 1, tzinfo=UTC)),
+        ]
+    ) == [2, 3, 1]
+    assert ev.unique_in_order([3, None, 3, 1, 2, 1]) == [3, 1, 2]
+
+
+def test_recall_at_k_uses_the_ranking_of_the_smallest_request_that_covers_k() -> None:
+    by_limit = {1: [5], 3: [2, 5, 7]}
+    assert ev.hit_at_k(by_limit, frozenset({5}), 1)
+    assert not ev.hit_at_k(by_limit, frozenset({7}), 2)  # the limit-3 ranking, cut at 2
+    assert ev.hit_at_k(by_limit, frozenset({7}), 3)
+    assert ev.hit_at_k(by_limit, frozenset({7}), 10)  # beyond every request: the largest one
+    assert not ev.hit_at_k({}, frozenset({1}), 5)
+
+
+# ---- rates ------------------------------------------------------------------------------------
+
+
+def result(
+    category: int,
+    evidence: set[int],
+    ours: list[int],
+    l0: list[set[int]] | None = None,
+    *,
+    tokens: int = 0,
+    baseline: list[int] | None = None,
+) -> ev.QuestionResult:
+    rankings = {ev.OURS: {2: ours}, **{name: {9: baseline or []} for name in ev.BASELINES}}
+    return ev.QuestionResult(
+        sample_id="s",
+        number=0,
+        question="q",
+        category=category,
+        evidence_sessions=frozenset(evidence),
+        rankings=rankings,
+        l0_items=[ev.InjectedItem("episode", frozenset(s), 0.5) for s in (l0 or [])],
+        l0_tokens=tokens,
+        l0_top_score=0.5 if l0 else None,
+    )
+
+
+def test_recall_table_counts_answerable_questions_with_evidence_per_category() -> None:
+    results = [
+        result(1, {3}, [3, 1], baseline=[1, 2, 3]),
+        result(1, {4}, [1, 4], baseline=[4]),
+        result(4, {2}, [5, 6], baseline=[2]),
+        result(4, set(), [1], baseline=[1]),  # no evidence: not scored
+        result(5, {1}, [1], baseline=[1]),  # adversarial: not scored for recall
+    ]
+    table = ev.recall_table(results, [ev.OURS, ev.BM25], [1, 2])
+    assert table[ev.OURS]["overall"] == {"1": pytest.approx(1 / 3), "2": pytest.approx(2 / 3)}
+    assert table[ev.OURS]["by_category"]["1"] == {"1": 0.5, "2": 1.0}
+    assert table[ev.OURS]["by_category"]["4"] == {"1": 0.0, "2": 0.0}
+    assert set(table[ev.OURS]["by_category"]) == {"1", "4"}
+    assert table[ev.BM25]["overall"] == {"1": pytest.approx(2 / 3), "2": pytest.approx(2 / 3)}
+
+
+def test_l0_recall_contamination_and_abstention() -> None:
+    answerable = [
+        result(4, {1}, [], [{1}, {2}], tokens=100),  # recalled, one of two items contaminating
+        result(4, {1}, [], [{3}], tokens=60),  # not recalled, one contaminating
+        result(2, {1}, [], [], tokens=0),  # nothing injected
+        result(2, {1}, [], [{1, 4}], tokens=40),  # a fact said in sessions 1 and 4: from an evidence session
+    ]
+    stats = ev.l0_stats(answerable)
+    assert stats["recall_rate"] == 0.5
+    assert stats["contamination_rate"] == pytest.approx(2 / 4)
+    assert stats["empty_rate"] == 0.25
+    assert stats["items_mean"] == 1.0
+    assert stats["tokens_mean"] == 50.0
+    adversarial = [result(5, {1}, [], []), result(5, {1}, [], [{1}], tokens=80), result(5, {2}, [], [])]
+    assert ev.abstention_stats(adversarial)["abstention_rate"] == pytest.approx(2 / 3)
+    assert ev.abstention_stats(adversarial)["evidence_injected_rate"] == pytest.approx(1 / 3)
+    table = ev.l0_table([*answerable, *adversarial])
+    assert table["overall"]["questions"] == 4
+    assert table["adversarial"]["questions"] == 3
+    assert ev.l0_stats([])["contamination_rate"] is None
+
+
+def test_l0_tradeoff_reports_each_minimum_score_it_was_asked_with() -> None:
+    def swept(category: int, evidence: set[int], by_threshold: dict[float, list[set[int]]]) -> ev.QuestionResult:
+        r = result(category, evidence, [])
+        r.l0_by_threshold = {
+            t: [ev.InjectedItem("episode", frozenset(s), t) for s in sessions] for t, sessions in by_threshold.items()
+        }
+        return r
+
+    results = [
+        swept(4, {1}, {0.3: [{2}, {1}], 0.5: [{2}]}),
+        swept(4, {1}, {0.3: [{1}], 0.5: [{1}]}),
+        swept(5, {1}, {0.3: [{1}], 0.5: []}),
+        swept(5, {1}, {0.3: [], 0.5: []}),
+    ]
+    rows = {row["min_score"]: row for row in ev.l0_tradeoff(results)}
+    assert list(rows) == [0.3, 0.5]
+    assert rows[0.3] == {
+        "min_score": 0.3,
+        "recall_rate": 1.0,
+        "abstention_rate": 0.5,
+        "contamination_rate": pytest.approx(1 / 3),
+        "items_mean": 1.5,
+    }
+    assert rows[0.5]["recall_rate"] == 0.5  # only session 2 is left in the first question
+    assert rows[0.5]["contamination_rate"] == 0.5
+    assert rows[0.5]["abstention_rate"] == 1.0
+    assert ev.sweep_thresholds(0.3) == [0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7]
+
+
+def test_comparison_and_targets() -> None:
+    assert ev.compare(0.9, 0.6) == {"ours": 0.9, "baseline": 0.6, "diff": pytest.approx(0.3), "ratio": 1.5}
+    assert ev.compare(0.5, 0.0)["ratio"] is None
+    assert ev.compare(None, 0.5)["diff"] is None
+    recall = {
+        ev.OURS: {"overall": {"5": 0.92}},
+        ev.BM25: {"overall": {"5": 0.88}},
+        ev.DENSE: {"overall": {"5": 0.80}},
+    }
+    l0 = {"adversarial": {"abstention_rate": 0.2}, "overall": {"recall_rate": 0.7}}
+    checks = {c["target"]: c for c in ev.target_checks(recall, l0)}
+    assert checks["L1 session recall@5"]["met"]
+    assert checks["L1 recall@5 minus best baseline"]["value"] == pytest.approx(0.04)
+    assert checks["L1 recall@5 minus best baseline"]["met"]
+    assert not checks["L0 abstention on category 5"]["met"]
+    assert checks["L0 abstention on category 5"]["by"] == pytest.approx(-0.3)
+    assert checks["L0 recall rate (categories 1-4)"]["met"]
+
+
+def test_the_report_is_json_and_the_chart_is_a_png(tmp_path: Path) -> None:
+    results = [result(4, {1}, [1, 2], [{1}], baseline=[2, 1]), result(5, {2}, [2], [])]
+    results[0].l0_by_threshold = {0.3: list(results[0].l0_items), 0.5: []}
+    report = ev.build_report(results, [1, 2], [1, 2], meta={"dataset": "fixture"})
+    assert json.loads(json.dumps(report))["session_recall"][ev.OURS]["overall"] == {"1": 1.0, "2": 1.0}
+    assert report["comparison"][ev.BM25]["1"]["diff"] == 1.0
+    assert report["questions"] == {
+        "total": 2,
+        "scored": 1,
+        "adversarial": 1,
+        "answerable_without_evidence": 0,
+        "by_category": {"4": 1, "5": 1},
+    }
+    path = ev.draw_recall_png(report, tmp_path / "chart.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ---- scenarios --------------------------------------------------------------------------------
+
+
+def test_the_korean_scenario_set_is_valid_and_has_unknowns() -> None:
+    scenarios = load_scenarios(DEFAULT_SCENARIOS)
+    kinds = [probe.kind for _, probe in scenarios.probes]
+    assert scenarios.language == "ko"
+    assert kinds.count("recall") >= 8
+    assert kinds.count("unknown") >= 5
+    events = scenario_events(scenarios, tenant_id="t", now=datetime(2026, 11, 1, tzinfo=UTC))
+    assert len(events) == sum(len(s.sessions) for s in scenarios.scenarios)
+    assert all(e.locale == "ko" for e in events)
+    assert len({e.user_id for e in events}) == len(scenarios.scenarios)
+
+
+def scenario_data(**probe: Any) -> dict[str, Any]:
+    return {
+        "scenarios": [
+            {
+                "id": "a",
+                "user_id": "u1",
+                "sessions": [{"id": "s1", "days_ago": 3, "messages": [["user", "안녕"], ["assistant", "네"]]}],
+                "probes": [{"id": "p", "kind": "recall", "message": "m", "expect_sessions": ["s1"], **probe}],
+            }
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    ("probe", "message"),
+    [
+        ({"kind": "guess"}, "kind"),
+        ({"expect_sessions": ["s9"]}, "unknown sessions"),
+        ({"kind": "unknown"}, "expect no session"),
+        ({"expect_sessions": []}, "at least one session"),
+    ],
+)
+def test_malformed_scenarios_are_rejected_with_the_place(probe: dict[str, Any], message: str) -> None:
+    with pytest.raises(ScenarioFormatError, match=message):
+        parse_scenarios(scenario_data(**probe))
+
+
+def outcome(
+    kind: str, expected: tuple[str, ...], injected: tuple[tuple[str, ...], ...], l1: tuple[str, ...] = ()
+) -> ProbeOutcome:
+    return ProbeOutcome("a", "p", kind, expected, injected, l1, 0.4 if injected else None, 0)
+
+
+def test_probe_outcomes_pass_by_kind_and_only_asserted_kinds_gate() -> None:
+    outcomes = [
+        outcome("recall", ("s1",), (("s1",), ("s2",)), ("s1",)),
+        outcome("recall", ("s1",), (("s2",),)),
+        outcome("unknown", (), ()),
+        outcome("implicit", ("s1",), ()),
+        outcome("adjacent_unknown", (), (("s1",),)),
+    ]
+    assert [o.passed for o in outcomes] == [True, False, True, False, False]
+    summary = summarize_outcomes(outcomes)
+    assert summary["by_kind"]["recall"] == {
+        "probes": 2,
+        "passed": 1,
+        "rate": 0.5,
+        "contamination_rate": pytest.approx(2 / 3),
+        "l1_hit_rate": 0.5,
+    }
+    assert summary["asserted_failures"] == ["a/p"]
+    assert not summary["all_passed"]
+    assert summarize_outcomes(outcomes[2:])["all_passed"]  # measured kinds never fail the set
+
+
+# ---- benchmarks -------------------------------------------------------------------------------
+
+
+def test_synthetic_sessions_are_deterministic_multilingual_and_valid() -> None:
+    now = datetime(2026, 11, 1, tzinfo=UTC)
+    sessions = synthetic_sessions(50, users=5, turns=6, seed=3, now=now)
+    again = synthetic_sessions(50, users=5, turns=6, seed=3, now=now)
+    assert [s.model_dump() for s in sessions] == [s.model_dump() for s in again]
+    korean = [s for s in sessions if s.locale == "ko"]
+    assert 5 <= len(korean) <= 40
+    assert all(any("\uac00" <= ch <= "\ud7a3" for ch in s.messages[0].content) for s in korean)
+    assert {s.user_id for s in sessions} == {f"u{i}" for i in range(5)}
+    assert all(len(s.messages) == 6 for s in sessions)
+    with pytest.raises(ValueError, match="count"):
+        synthetic_sessions(0, users=1)
+
+
+def test_recall_bench_options_are_passed_to_the_script() -> None:
+    argv = recall_argv(
+        episodes=10,
+        users=2,
+        qdrant_episodes=5,
+        queries=3,
+        qdrant_queries=2,
+        warmup=1,
+        base_sentences=4,
+        optimize=True,
+        seed=1,
+        data_dir=Path("/tmp/x"),
+        keep=False,
+    )
+    assert "--episodes=10" in argv
+    assert "--optimize" in argv
+    assert "--data-dir=/tmp/x" in argv
+    assert "--keep" not in argv
+
+
+def test_the_recall_bench_wrapper_matches_the_script_options() -> None:
+    from services.cli.bench import load_script
+
+    module = load_script("bench_recall")
+    args = module.parse_args(
+        recall_argv(
+            episodes=10,
+            users=2,
+            qdrant_episodes=5,
+            queries=3,
+            qdrant_queries=2,
+            warmup=1,
+            base_sentences=4,
+            optimize=True,
+            seed=1,
+            data_dir=None,
+            keep=True,
+        )
+    )
+    assert (args.episodes, args.users, args.qdrant_episodes, args.queries) == (10, 2, 5, 3)
+    assert (args.qdrant_queries, args.warmup, args.base_sentences, args.seed) == (2, 1, 4, 1)
+    assert args.optimize and args.keep and args.data_dir is None
+    with pytest.raises(FileNotFoundError, match="source checkout"):
+        load_script("no_such_benchmark")
