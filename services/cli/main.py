@@ -122,15 +122,19 @@ def serve(
 
 def _register_subcommands() -> None:
     from services.cli.audit import audit_app
-    from services.cli.prune import prune_command
-
     from services.cli.bench import bench_app
     from services.cli.eval import eval_app
+    from services.cli.prune import prune_command
 
     app.command("prune")(prune_command)
     app.add_typer(audit_app, name="audit")
     app.add_typer(eval_app, name="eval")
     app.add_typer(bench_app, name="bench")
+
+    from services.cli.recall import mcp_command, recall_app
+
+    app.add_typer(recall_app, name="recall")
+    app.command("mcp")(mcp_command)
 
 
 _register_subcommands()

@@ -47,11 +47,15 @@ def fact_from_payload(payload: dict[str, Any]) -> Fact:
     return Fact.model_validate({name: payload[name] for name in Fact.model_fields if name in payload})
 
 
-async def existing_facts(index: VectorIndex, owner: Owner, subject: str) -> list[tuple[Fact, list[str]]]:
+RECALL_FIELDS = ("recall_count", "last_recalled_at_ts")
+
+
+async def existing_facts(index: VectorIndex, owner: Owner, subject: str) -> list[tuple[Fact, dict[str, Any]]]:
+    """Stored facts on the subject, each with its stored payload (channels, recall counts)."""
     records = await index.scroll(
         FACTS, owner, SearchFilter(match={"subject_key": normalise_subject(subject)}), limit=10_000
     )
-    return [(fact_from_payload(r.payload), list(r.payload.get("channel") or [])) for r in records]
+    return [(fact_from_payload(r.payload), r.payload) for r in records]
 
 
 async def write_fact(
@@ -67,7 +71,7 @@ async def write_fact(
     """Plan against the stored facts on the same subject, then store the plan's upserts."""
     owner = Owner(candidate.tenant_id, candidate.user_id)
     stored = await existing_facts(index, owner, candidate.subject)
-    channels_by_id = {fact.fact_id: channels for fact, channels in stored}
+    payload_by_id = {fact.fact_id: payload for fact, payload in stored}
     plan = plan_fact_write(candidate, [fact for fact, _ in stored], now=now, confirm_threshold=confirm_threshold)
     if plan.is_noop:
         return FactWriteResult(plan=plan, written=[])
@@ -76,16 +80,13 @@ async def write_fact(
     sparse = await asyncio.to_thread(lambda: [keywords.encode_document(text) for text in texts])
     records = []
     for fact, dense, keyword_vector in zip(plan.upserts, vectors, sparse, strict=True):
-        channels = list(channels_by_id.get(fact.fact_id, []))
+        previous = payload_by_id.get(fact.fact_id, {})
+        channels = list(previous.get("channel") or [])
         if fact.fact_id == plan.fact_id:
             channels.append(channel)
-        records.append(
-            VectorRecord(
-                id=fact.fact_id,
-                dense=dense,
-                sparse=keyword_vector,
-                payload=fact_payload(fact, channels or [channel]),
-            )
-        )
+        payload = fact_payload(fact, channels or [channel])
+        # A rewrite must not reset what recall recorded (the pruner's never-recalled signal).
+        payload.update({name: previous[name] for name in RECALL_FIELDS if name in previous})
+        records.append(VectorRecord(id=fact.fact_id, dense=dense, sparse=keyword_vector, payload=payload))
     await index.upsert(FACTS, owner, records)
     return FactWriteResult(plan=plan, written=list(plan.upserts))

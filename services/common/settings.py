@@ -34,7 +34,14 @@ class NatsSettings(BaseModel):
         default_factory=lambda: [120.0, 300.0, 600.0],
         description="Consumer backoff: redelivery delays after an unacked delivery times out (crashed worker).",
     )
-    fetch_batch: int = Field(default=4, ge=1, description="Messages fetched per pull request.")
+    fetch_batch: int = Field(
+        default=1,
+        ge=1,
+        description=(
+            "Messages fetched per pull request and handled concurrently. 1 keeps each consumer in stream "
+            "order (and avoids a FastStream/nats-py timeout mismatch on partial batch fetches)."
+        ),
+    )
     max_ack_pending: int = Field(default=64, ge=1, description="Unacked messages in flight per consumer.")
     connect_timeout_s: float = 5.0
 

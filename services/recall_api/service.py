@@ -367,6 +367,7 @@ class RecallService:
             now=now,
             min_score=self.settings.l0_min_score,
             episode_half_life_days=self.settings.episode_half_life_days,
+            episode_recency_weight=self.settings.episode_recency_weight,
         )[:max_entries]
         lines = [logic.render_item(self._item(r).abstract, r.provenance_date) for r in ranked]
         counter = self.token_counter()
@@ -424,6 +425,7 @@ class RecallService:
             now=now,
             min_score=self.settings.l1_min_score,
             episode_half_life_days=self.settings.episode_half_life_days,
+            episode_recency_weight=self.settings.episode_recency_weight,
             include_superseded=request.include_superseded,
         )[: request.limit]
         self._note_recalled(owner, ranked)

@@ -45,6 +45,13 @@ class RecallApiSettings(TierMemSettings):
         ),
     )
 
+    episode_recency_weight: float = Field(
+        default=0.2,
+        ge=0,
+        le=1,
+        description="Largest share of an episode's relevance that age can take away (0: recency ignored).",
+    )
+
     # ---- L1 expand / memory_recall -------------------------------------------------------------
     expand_max_messages: int = Field(
         default=500, ge=1, description="Most source messages memory_expand returns for one episode."

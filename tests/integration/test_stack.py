@@ -160,6 +160,19 @@ async def test_up_ingest_restart_and_clean_shutdown(stack: Stack, tmp_path: Path
         )
     assert response.status_code == 200, response.text
     assert response.json()["items"], "the episodes survived the restart"
+    env = {**os.environ, "TIERMEM_DATA_DIR": str(stack.data_dir)}
+    cli = await asyncio.to_thread(
+        subprocess.run,
+        [*TIERMEM, "recall", "search", "DGIA billing service", "--user", "minji"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert cli.returncode == 0, cli.stderr
+    found = json.loads(cli.stdout)
+    assert found["items"], "the CLI is a thin client of the same HTTP API"
+    assert found["items"][0]["id"] == response.json()["items"][0]["id"]
     stack.interrupt()
 
 

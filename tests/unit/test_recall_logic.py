@@ -192,12 +192,20 @@ def test_ranking_drops_everything_under_the_minimum_score() -> None:
 
 
 def test_ranking_gates_on_relevance_but_orders_by_recency_weight() -> None:
-    old = _episode("old", 0.6, 360)  # two half-lives: weight 0.15, still passes the gate
+    old = _episode("old", 0.6, 360)  # two half-lives: decay 0.25, bounded to 0.8 + 0.2 x 0.25 = 0.85
     new = _episode("new", 0.5, 1)
     ranked = logic.rank_candidates([old, new], now=NOW, min_score=0.3, episode_half_life_days=180)
-    assert [r.candidate.id for r in ranked] == ["new", "old"]
-    assert ranked[1].weight == pytest.approx(0.6 * 0.25, rel=1e-3)
-    assert ranked[0].provenance_date == (NOW - timedelta(days=1)).date().isoformat()
+    assert [r.candidate.id for r in ranked] == ["old", "new"], "a clearly more relevant old episode stays first"
+    assert ranked[0].weight == pytest.approx(0.6 * 0.85, rel=1e-3)
+    assert ranked[1].provenance_date == (NOW - timedelta(days=1)).date().isoformat()
+    close = _episode("close", 0.52, 360)
+    tie = logic.rank_candidates([close, new], now=NOW, min_score=0.3, episode_half_life_days=180)
+    assert [r.candidate.id for r in tie] == ["new", "close"], "recency decides between similarly relevant ones"
+    full = logic.rank_candidates(
+        [old, new], now=NOW, min_score=0.3, episode_half_life_days=180, episode_recency_weight=1.0
+    )
+    assert [r.candidate.id for r in full] == ["new", "old"]
+    assert full[1].weight == pytest.approx(0.6 * 0.25, rel=1e-3)
 
 
 def test_confirmed_facts_come_before_tentative_ones_and_superseded_never() -> None:

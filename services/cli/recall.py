@@ -1,0 +1,154 @@
+"""`tiermem recall auto|search|expand|graph`: thin clients of the recall HTTP API, and `tiermem mcp`."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from rich.console import Console
+
+from services.common.settings import DEFAULT_DATA_DIR, load_settings, read_stack_file
+
+recall_app = typer.Typer(help="Ask the running recall API (L0 auto-inject, L1 search/expand, L2 graph).")
+console = Console()
+err_console = Console(stderr=True, soft_wrap=True)
+
+DataDir = Annotated[Path | None, typer.Option("--data-dir", help="Data dir of the running stack.")]
+ApiKey = Annotated[
+    str | None, typer.Option("--api-key", envvar="TIERMEM_API_KEY", help="Default: <data-dir>/dev-api-key.")
+]
+BaseUrl = Annotated[
+    str | None, typer.Option("--url", envvar="TIERMEM_RECALL_URL", help="Default: the running stack's address.")
+]
+UserId = Annotated[str, typer.Option("--user", "-u", help="End user id.")]
+
+
+def _data_dir(data_dir: Path | None) -> Path:
+    return data_dir or Path(os.environ.get("TIERMEM_DATA_DIR") or DEFAULT_DATA_DIR)
+
+
+def _client(data_dir: Path | None, api_key: str | None, url: str | None) -> httpx.Client:
+    resolved = _data_dir(data_dir)
+    if url is None:
+        settings = load_settings(resolved)
+        url = f"http://{settings.http_host}:{settings.http_port}"
+    if api_key is None:
+        key_file = resolved / "dev-api-key"
+        if not key_file.exists():
+            err_console.print(f"[red]error:[/] no API key: pass --api-key or run `tiermem up` ({key_file} is missing)")
+            raise typer.Exit(2)
+        api_key = key_file.read_text(encoding="utf-8").strip()
+    return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {api_key}"}, timeout=60)
+
+
+def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
+    try:
+        response = client.request(method, path, **kwargs)
+    except httpx.HTTPError as exc:
+        err_console.print(f"[red]error:[/] cannot reach the recall API at {client.base_url}: {exc}")
+        raise typer.Exit(2) from exc
+    if response.status_code >= 400:
+        err_console.print(f"[red]error {response.status_code}:[/] {response.text}")
+        raise typer.Exit(1)
+    return response.json()
+
+
+def _print(value: Any) -> None:
+    console.print_json(json.dumps(value, ensure_ascii=False))
+
+
+@recall_app.command("auto")
+def auto(
+    message: Annotated[str, typer.Argument(help="The current user message.")],
+    user: UserId,
+    recent: Annotated[list[str] | None, typer.Option("--recent", help="Earlier user turns, oldest first.")] = None,
+    channel: Annotated[str, typer.Option(help="private | group")] = "private",
+    data_dir: DataDir = None,
+    api_key: ApiKey = None,
+    url: BaseUrl = None,
+) -> None:
+    """L0: the `## Memory Context` section for this turn (or nothing)."""
+    body = {
+        "user_id": user,
+        "message": message,
+        "channel": channel,
+        "recent_messages": [{"role": "user", "content": text} for text in recent or []],
+    }
+    with _client(data_dir, api_key, url) as client:
+        result = _call(client, "POST", "/v1/recall/auto", json=body)
+    if result.get("section"):
+        console.print(result["section"], markup=False, highlight=False)
+    else:
+        console.print(
+            f"(nothing injected; skipped: {result.get('skipped_reason')}, top score: {result.get('top_score')})"
+        )
+
+
+@recall_app.command("search")
+def search(
+    query: Annotated[str, typer.Argument()],
+    user: UserId,
+    limit: int = 10,
+    data_dir: DataDir = None,
+    api_key: ApiKey = None,
+    url: BaseUrl = None,
+) -> None:
+    """L1 memory_search: ids and abstracts."""
+    with _client(data_dir, api_key, url) as client:
+        _print(_call(client, "POST", "/v1/memories/search", json={"user_id": user, "query": query, "limit": limit}))
+
+
+@recall_app.command("expand")
+def expand(
+    memory_id: Annotated[str, typer.Argument()],
+    user: UserId,
+    data_dir: DataDir = None,
+    api_key: ApiKey = None,
+    url: BaseUrl = None,
+) -> None:
+    """L1 memory_expand: the full episode or fact with provenance and source messages."""
+    with _client(data_dir, api_key, url) as client:
+        _print(_call(client, "GET", f"/v1/memories/{memory_id}", params={"user_id": user}))
+
+
+@recall_app.command("graph")
+def graph(
+    query: Annotated[str, typer.Argument(help="Free text naming an entity.")],
+    user: UserId,
+    hops: int = 2,
+    data_dir: DataDir = None,
+    api_key: ApiKey = None,
+    url: BaseUrl = None,
+) -> None:
+    """L2 knowledge_graph_search: entities and relations around what the query names."""
+    with _client(data_dir, api_key, url) as client:
+        _print(_call(client, "POST", "/v1/graph/search", json={"user_id": user, "query": query, "hops": hops}))
+
+
+def mcp_command(
+    api_key: ApiKey = None,
+    user: Annotated[str | None, typer.Option("--user", help="Pin every tool call to this user.")] = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Serve the MCP tools over stdio (memory_search, memory_expand, knowledge_graph_search,
+    memory_save, memory_recall)."""
+    from services.recall_api.mcp_server import run_stdio
+    from services.recall_api.settings import RecallApiSettings
+
+    resolved = _data_dir(data_dir)
+    settings = load_settings(resolved)
+    recorded = read_stack_file(resolved)
+    if recorded is not None and settings.vector.backend == "edge":
+        # The Edge shard belongs to the running `tiermem up` process; a second opener would race it.
+        err_console.print(
+            "[red]error:[/] the embedded stack is running and owns the vector index; connect your MCP client to "
+            f"its streamable HTTP endpoint http://{settings.http_host}:{settings.http_port}/mcp instead"
+        )
+        raise typer.Exit(2)
+    if api_key is None and (resolved / "dev-api-key").exists():
+        api_key = (resolved / "dev-api-key").read_text(encoding="utf-8").strip()
+    run_stdio(RecallApiSettings(**settings.model_dump()), api_key=api_key, user_id=user)
