@@ -384,7 +384,8 @@ def extractive_summary(
     messages: Sequence[Message], language: str, *, max_sentences: int = 8, max_chars: int = 1_500
 ) -> SummaryOutput:
     """The deterministic offline summary: the most salient sentences of the user and assistant turns,
-    in their original order and language, each prefixed with its speaker ("Caroline: …")."""
+    in their language, each prefixed with its speaker ("Caroline: …"): the most salient first, the
+    others in their original order."""
     candidates: list[_Candidate] = []
     seen: set[str] = set()
     for message_index, message in enumerate(messages):
@@ -403,7 +404,10 @@ def extractive_summary(
             )
     ranked = sorted(candidates, key=lambda c: (-c.score, c.message_index, c.sentence_index))
     chosen = [c for c in ranked if c.score > 0][:max_sentences] or ranked[:1]
-    chosen.sort(key=lambda c: (c.message_index, c.sentence_index))
+    # The most salient sentence leads (the L0 abstract is the summary's first meaningful sentence,
+    # so it must be the headline, not whatever came first); the rest keep the conversation's order.
+    lead = chosen[:1]
+    chosen = lead + sorted(chosen[1:], key=lambda c: (c.message_index, c.sentence_index))
 
     lines: list[str] = []
     used = 0
