@@ -29,10 +29,15 @@ class RecallCountUpdater:
     """A bounded queue and one worker. When the queue is full an update is dropped with a warning
     and counted (`dropped`): a recall count is a pruning hint, never worth slowing a turn down for."""
 
-    def __init__(self, resources: Resources, *, max_pending: int = 10_000, batch: int = 256) -> None:
+    def __init__(
+        self, resources: Resources, *, max_pending: int = 10_000, batch: int = 256, gather_s: float = 0.5
+    ) -> None:
         self._resources = resources
         self._queue: asyncio.Queue[_Recalled] = asyncio.Queue(maxsize=max_pending)
         self._batch = batch
+        # Wait this long after the first update before writing: one coalesced write per interval
+        # instead of a store write right behind every turn, competing with the next turn's search.
+        self._gather_s = gather_s
         self._task: asyncio.Task[None] | None = None
         self.written = 0
         self.dropped = 0
@@ -68,6 +73,8 @@ class RecallCountUpdater:
     async def _run(self) -> None:
         while True:
             first = await self._queue.get()
+            if self._gather_s > 0:
+                await asyncio.sleep(self._gather_s)
             items = [first]
             while len(items) < self._batch:
                 try:
