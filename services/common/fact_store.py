@@ -90,3 +90,66 @@ async def write_fact(
         records.append(VectorRecord(id=fact.fact_id, dense=dense, sparse=keyword_vector, payload=payload))
     await index.upsert(FACTS, owner, records)
     return FactWriteResult(plan=plan, written=list(plan.upserts))
+
+
+def _visible_channel(channels: Sequence[str]) -> str:
+    # A fact ever stated in a group stays visible to groups; otherwise it stays private.
+    return "group" if "group" in channels else "private"
+
+
+async def rekey_subject(
+    index: VectorIndex,
+    embedder: Embedder,
+    keywords: KeywordEncoder,
+    owner: Owner,
+    *,
+    from_subjects: Sequence[str],
+    to_subject: str,
+    now: datetime,
+    confirm_threshold: int = 2,
+) -> int:
+    """Move the facts about merged-away entity names onto the surviving name. Every stored
+    observation is replayed through the write policy (oldest first), so supersession and
+    confirmation come out as if the canonical name had been used all along; the old points are
+    deleted last, so a crash midway is finished by running it again. Returns the facts moved."""
+    target_key = normalise_subject(to_subject)
+    moved = 0
+    for subject_key in dict.fromkeys(normalise_subject(name) for name in from_subjects):
+        if subject_key == target_key:
+            continue
+        records = await index.scroll(FACTS, owner, SearchFilter(match={"subject_key": subject_key}), limit=10_000)
+        observations = sorted(
+            (
+                (observation, fact, list(record.payload.get("channel") or []))
+                for record in records
+                for fact in [fact_from_payload(record.payload)]
+                for observation in fact.provenance
+            ),
+            key=lambda item: (item[0].occurred_at, item[1].fact_id, item[0].episode_id),
+        )
+        for observation, fact, channels in observations:
+            candidate = FactCandidate(
+                tenant_id=owner.tenant_id,
+                user_id=owner.user_id,
+                scope=fact.scope,
+                subject=to_subject,
+                attribute=fact.attribute,
+                value=fact.value,
+                text=fact.text,
+                language=fact.language,
+                volatility=fact.volatility,
+                provenance=observation,
+            )
+            await write_fact(
+                index,
+                embedder,
+                keywords,
+                candidate,
+                channel=_visible_channel(channels),
+                now=now,
+                confirm_threshold=confirm_threshold,
+            )
+        if records:
+            await index.delete(FACTS, owner, SearchFilter(ids=[record.id for record in records]))
+            moved += len(records)
+    return moved

@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 
 from faststream.nats import NatsBroker
 
 from contracts import EntityMerged, EntityRef, EntityUpserted, Subjects
 from services.common.broker import ConsumerSpec, Delivery, deterministic_uuid, durable_subscriber
+from services.common.fact_store import rekey_subject
 from services.common.models import Embedder
 from services.common.owner import Owner
 from services.common.runtime import ServiceContext
@@ -108,8 +110,20 @@ async def handle_entity(event: EntityUpserted, delivery: Delivery, ctx: Context,
     canonical = choose_canonical(new, decision.target)
     duplicate = decision.target if canonical is new else new
     result = await graph.merge_entities(owner, canonical.entity_id, [duplicate.entity_id])
+    # Re-keying runs even when the merge was already done (a redelivery after a crash, or another
+    # worker): it is idempotent, and it is what finishes an interrupted merge.
+    moved = await rekey_subject(
+        await ctx.resources.vector_index(),
+        ctx.resources.embedder(),
+        ctx.resources.keywords(),
+        owner,
+        from_subjects=[duplicate.name, *duplicate.aliases],
+        to_subject=canonical.name,
+        now=datetime.now(UTC),
+    )
+    ctx.count("facts_rekeyed", moved)
     if not result.changed:
-        return  # another worker merged them first: its EntityMerged is already out
+        return  # another worker (or an earlier delivery) merged them: its EntityMerged is already out
     ctx.count("entities_merged")
     merged = EntityMerged(
         event_id=deterministic_uuid("entity-merged", result.canonical_key, *sorted(result.merged_keys)),

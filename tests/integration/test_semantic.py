@@ -13,8 +13,11 @@ from contracts import EntityRef, EntityUpserted, Subjects
 from services.cli.consolidation import wait_until_idle
 from services.cli.stack import RunningServices, start_services
 from services.common.broker import EventPublisher, build_broker
+from services.common.fact_store import write_fact
+from services.common.facts import FactCandidate, FactProvenance
 from services.common.graph.repository import EntityInput, EpisodeRef, GraphRepository, RelationInput
 from services.common.owner import Owner
+from services.common.runtime import Resources
 from services.common.service import ServiceDefinition
 from services.common.settings import TierMemSettings
 from services.common.vector.port import FACTS
@@ -118,7 +121,9 @@ async def _publish_upserts(settings: TierMemSettings, owner: Owner, entities: li
 
 
 async def test_two_dedup_workers_merge_variants_keep_aliases_and_relations(stack_settings: TierMemSettings) -> None:
-    workers = [await start_services(stack_settings, [DEDUP]) for _ in range(2)]
+    # One process, so one Edge shard shared by both workers (as in the embedded stack).
+    shared = Resources(stack_settings)
+    workers = [await start_services(stack_settings, [DEDUP], resources=shared) for _ in range(2)]
     try:
         graph: GraphRepository = await workers[0].resources.graph()
         alice, other_tenant = Owner("acme", "alice"), Owner("globex", "alice")
@@ -142,6 +147,30 @@ async def test_two_dedup_workers_merge_variants_keep_aliases_and_relations(stack
         their_episode = EpisodeRef(episode_id=str(uuid.uuid4()), session_id="s1", occurred_at_ts=episode.occurred_at_ts)
         theirs = await graph.upsert_entities(other_tenant, "personal", [EntityInput("DGIA", "project")], their_episode)
         before = await graph.count(other_tenant)
+
+        # A fact about a variant name must end up on the surviving entity's name.
+        index = await shared.vector_index()
+        observed = FactProvenance(
+            episode_id=episode.episode_id, session_id="s1", occurred_at=_when(1), source="extraction"
+        )
+        await write_fact(
+            index,
+            shared.embedder(),
+            shared.keywords(),
+            FactCandidate(
+                tenant_id="acme",
+                user_id="alice",
+                scope="personal",
+                subject="DGIA project",
+                attribute="uses_tool",
+                value="Go",
+                text="The DGIA project uses Go.",
+                language="en",
+                provenance=observed,
+            ),
+            channel="private",
+            now=_when(1),
+        )
 
         await _publish_upserts(stack_settings, alice, upserted)
         await wait_until_idle(stack_settings, [DEDUP], timeout_s=120)
@@ -167,6 +196,10 @@ async def test_two_dedup_workers_merge_variants_keep_aliases_and_relations(stack
         go_hood = await graph.neighbourhood(alice, entity_key=go.key, hops=1, limit=50)
         assert len([r for r in go_hood.relations if r.relation_type == "uses"]) == 2
         assert await graph.count(other_tenant) == before, "another tenant's 'DGIA' is never merged"
+        facts = [r.payload for r in await (await verify.resources.vector_index()).scroll(FACTS, alice)]
+        assert dgia.name == "DGIA", "the survivor is chosen deterministically (here: not 'DGIA project')"
+        assert [(f["subject"], f["attribute"], f["value"]) for f in facts] == [(dgia.name, "uses_tool", "Go")]
+        assert facts[0]["provenance"][0]["episode_id"] == episode.episode_id, "provenance moves with the fact"
         assert (await graph.get_entity(other_tenant, theirs[0].key)) is not None
     finally:
         await verify.stop()
