@@ -29,6 +29,7 @@ import typer
 
 from contracts import SessionCompleted
 from services.common.broker import deterministic_uuid
+from services.common.embedding import DelegatingEmbedder
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -171,23 +172,15 @@ class IngestResult:
         }
 
 
-class RecordingEmbedder:
+class RecordingEmbedder(DelegatingEmbedder):
     """Passes calls through and records every text embedded (passages and queries apart): exactly the
     embedding work the pipeline did, to be timed again on its own."""
 
     def __init__(self, inner: Embedder) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.passages: list[str] = []
         self.queries: list[str] = []
         self.recording = False
-
-    @property
-    def model_name(self) -> str:
-        return self._inner.model_name
-
-    @property
-    def dim(self) -> int:
-        return self._inner.dim
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         if self.recording:

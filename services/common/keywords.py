@@ -23,6 +23,7 @@ import re
 import threading
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from services.common.vector.port import SparseVector
@@ -114,6 +115,10 @@ class KeywordEncoder:
         if _HANGUL_CHAR.search(normalized):
             terms.extend(self._korean_terms(normalized))
         return terms
+
+    def encode_documents(self, texts: Sequence[str]) -> list[SparseVector]:
+        """`encode_document` for each text (one call, so callers hand the whole batch to a thread)."""
+        return [self.encode_document(text) for text in texts]
 
     def encode_document(self, text: str) -> SparseVector:
         """BM25-style document weights: tf·(k1+1) / (tf + k1·(1 − b + b·len/avg_len)); IDF is the index's."""

@@ -79,7 +79,7 @@ async def handle_session(
 
     texts = [summary.summary, *(p.text for p in passages)]
     vectors = await embedder.embed_passages(texts)
-    sparse = await asyncio.to_thread(lambda: [keywords.encode_document(t) for t in texts])
+    sparse = await asyncio.to_thread(keywords.encode_documents, texts)
 
     occurred_at = event.ended_at
     expires_at = occurred_at + timedelta(days=ctx.settings.episode_ttl_days)

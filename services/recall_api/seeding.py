@@ -120,7 +120,7 @@ async def seed_episode(
     )
     texts = [summary, *passages]
     vectors = await embedder.embed_passages(texts)
-    sparse: list[SparseVector] = await asyncio.to_thread(lambda: [keywords.encode_document(t) for t in texts])
+    sparse: list[SparseVector] = await asyncio.to_thread(keywords.encode_documents, texts)
     episode_id = str(payload["episode_id"])
     if passages:
         await index.upsert(
