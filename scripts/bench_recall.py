@@ -35,13 +35,13 @@ import httpx
 import numpy as np
 import uvicorn
 
-from services.common.embedding import LocalE5Embedder
-from services.common.keywords import KeywordEncoder, term_index
-from services.common.net import free_port
-from services.common.owner import Owner
-from services.common.runtime import Resources
-from services.common.vector.edge import EdgeVectorIndex
-from services.common.vector.port import EPISODES, FACTS, PASSAGES, SparseVector, VectorIndex, VectorRecord
+from services.cli.servers.net import free_port
+from services.common.domain.owner import Owner
+from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.keywords import KeywordEncoder, term_index
+from services.common.runtime.resources import Resources
+from services.common.stores.vector.edge import EdgeVectorIndex
+from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES, SparseVector, VectorIndex, VectorRecord
 from services.recall_api.app import create_app
 from services.recall_api.seeding import episode_id_for, episode_payload
 from services.recall_api.settings import RecallApiSettings
@@ -321,7 +321,7 @@ async def main(args: argparse.Namespace, work: Path) -> None:
     if args.qdrant_episodes > 0:
         from qdrant_client import AsyncQdrantClient
 
-        from services.common.vector.qdrant_server import QdrantServerVectorIndex
+        from services.common.stores.vector.qdrant_server import QdrantServerVectorIndex
 
         local = QdrantServerVectorIndex(AsyncQdrantClient(path=str(work / "qdrant-local")))
         for collection in (EPISODES, PASSAGES, FACTS):

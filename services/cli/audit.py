@@ -13,11 +13,11 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts import Subjects
-from services.common.broker import connect_nats
-from services.common.erasure import AuditReport, AuditRequest, ControlError, audit_user, request_control
-from services.common.owner import Owner
-from services.common.runtime import Resources
-from services.common.settings import TierMemSettings, load_settings
+from services.common.domain.owner import Owner
+from services.common.runtime.broker import connect_nats
+from services.common.runtime.resources import Resources
+from services.common.runtime.settings import TierMemSettings, load_settings
+from services.common.stores.erasure import AuditReport, AuditRequest, ControlError, audit_user, request_control
 
 console = Console()
 err_console = Console(stderr=True)

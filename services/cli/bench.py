@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from contracts import SessionCompleted
-from services.common.broker import deterministic_uuid
-from services.common.embedding import DelegatingEmbedder
+from services.common.domain.ids import deterministic_uuid
+from services.common.gateways.embedding import DelegatingEmbedder
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from services.common.models import Embedder
+    from services.common.gateways.embedder import Embedder
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 INGEST_TARGET_RATIO = 1.3
@@ -202,9 +202,9 @@ async def run_ingest_bench(
     from services.cli.eval import consolidation_services, eval_settings
     from services.cli.ingest import publish_sessions
     from services.cli.stack import start_servers, start_services
-    from services.common.embedding import build_embedder
-    from services.common.owner import Owner
-    from services.common.runtime import Resources
+    from services.common.domain.owner import Owner
+    from services.common.gateways.embedding import build_embedder
+    from services.common.runtime.resources import Resources
 
     events = synthetic_sessions(sessions, users=users, turns=turns, seed=seed)
     owns_dir = work_dir is None
@@ -264,7 +264,7 @@ async def run_ingest_bench(
 
 
 async def _stored(resources: Any, owners: list[Any]) -> dict[str, int]:
-    from services.common.vector.port import EPISODES, FACTS, PASSAGES
+    from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
 
     index = await resources.vector_index()
     totals = {EPISODES: 0, PASSAGES: 0, FACTS: 0}

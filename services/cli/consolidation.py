@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from contracts import Subjects
-from services.common.broker import connect_nats
-from services.common.service import ServiceDefinition
-from services.common.settings import TierMemSettings
+from services.common.runtime.broker import connect_nats
+from services.common.runtime.service import ServiceDefinition
+from services.common.runtime.settings import TierMemSettings
 
 
 async def backlog(settings: TierMemSettings, definitions: Sequence[ServiceDefinition[Any]]) -> dict[str, int]:

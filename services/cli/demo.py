@@ -10,9 +10,9 @@ from rich.table import Table
 
 from services.cli.consolidation import wait_until_idle
 from services.cli.ingest import load_sessions, publish_sessions
-from services.common.owner import Owner
-from services.common.settings import TierMemSettings
-from services.common.vector.port import EPISODES, FACTS
+from services.common.domain.owner import Owner
+from services.common.runtime.settings import TierMemSettings
+from services.common.stores.vector.port import EPISODES, FACTS
 
 if TYPE_CHECKING:
     from services.cli.stack import RunningServices

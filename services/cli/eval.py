@@ -44,17 +44,17 @@ import typer
 from pydantic import ValidationError
 
 from contracts import Message, SessionCompleted
-from services.common.broker import deterministic_uuid
-from services.common.embedding import DelegatingEmbedder
+from services.common.domain.ids import deterministic_uuid
+from services.common.gateways.embedding import DelegatingEmbedder
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
     from services.cli.stack import EmbeddedServers, RunningServices
-    from services.common.keywords import KeywordEncoder
-    from services.common.models import Embedder
-    from services.common.runtime import Resources
+    from services.common.gateways.embedder import Embedder
+    from services.common.gateways.keywords import KeywordEncoder
+    from services.common.runtime.resources import Resources
     from services.recall_api.schemas import AutoRecallResponse, SearchResponse
     from services.recall_api.settings import RecallApiSettings
 
@@ -918,7 +918,7 @@ def eval_settings(
     tenant_id: str,
     **overrides: Any,
 ) -> RecallApiSettings:
-    from services.common.settings import GraphSettings, NatsSettings, VectorSettings
+    from services.common.runtime.settings import GraphSettings, NatsSettings, VectorSettings
     from services.recall_api.settings import RecallApiSettings
 
     return RecallApiSettings(
@@ -976,8 +976,8 @@ async def recall_stack(
 
 
 def caching_resources(settings: RecallApiSettings) -> Resources:
-    from services.common.embedding import build_embedder
-    from services.common.runtime import Resources
+    from services.common.gateways.embedding import build_embedder
+    from services.common.runtime.resources import Resources
 
     return Resources(settings, _embedder=QueryCachingEmbedder(build_embedder(settings.embedding)))
 
@@ -1110,8 +1110,8 @@ async def item_sessions(
 ) -> list[InjectedItem]:
     """Injected items with the sessions they came from: an episode's session; for a fact, every
     session its provenance records (read from the index, the item only names the latest)."""
-    from services.common.owner import Owner
-    from services.common.vector.port import FACTS
+    from services.common.domain.owner import Owner
+    from services.common.stores.vector.port import FACTS
 
     owner = Owner(stack.tenant_id, owner_user)
     fact_ids = [item.id for item in items if item.kind == "fact"]
@@ -1298,8 +1298,8 @@ def _counters(running: RunningServices) -> dict[str, int]:
 
 
 async def _stored_counts(stack: EvalStack, samples: Sequence[LocomoSample], tenant_id: str) -> dict[str, int]:
-    from services.common.owner import Owner
-    from services.common.vector.port import EPISODES, FACTS, PASSAGES
+    from services.common.domain.owner import Owner
+    from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
 
     index = await stack.resources.vector_index()
     totals = {"episodes": 0, "passages": 0, "facts": 0}

@@ -11,8 +11,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts import SessionCompleted, SizeLimitExceeded, SizeLimits, Subjects, check_session_size
-from services.common.broker import EventPublisher, build_broker, describe_error
-from services.common.settings import TierMemSettings
+from services.common.runtime.broker import EventPublisher, build_broker, describe_error
+from services.common.runtime.settings import TierMemSettings
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from services.common.settings import DEFAULT_DATA_DIR, TierMemSettings, load_settings
+from services.common.runtime.settings import DEFAULT_DATA_DIR, TierMemSettings, load_settings
 
 app = typer.Typer(name="tiermem", help="Tiered long-term memory for AI agents.", no_args_is_help=True)
 console = Console()
@@ -43,8 +43,8 @@ def up(
     demo: Annotated[bool, typer.Option("--demo", help="Ingest the example sessions and show what was stored.")] = False,
 ) -> None:
     """Run the whole stack on loopback: nats-server, FalkorDB, every service and the recall API."""
+    from services.cli.servers.net import PortInUseError
     from services.cli.stack import run_embedded
-    from services.common.net import PortInUseError
 
     resolved = data_dir or Path(os.environ.get("TIERMEM_DATA_DIR") or DEFAULT_DATA_DIR)
 
@@ -110,7 +110,7 @@ def serve(
         uvicorn.run(create_recall_app(), host=settings.http_host, port=settings.http_port)
         return
     from services.cli.stack import all_services
-    from services.common.service import create_service_app
+    from services.common.runtime.service import create_service_app
 
     definitions = {definition.name: definition for definition in all_services()}
     if service not in definitions:

@@ -11,9 +11,9 @@ import typer
 from rich.console import Console
 
 from contracts import Subjects
-from services.common.broker import build_broker, connect_nats, provision
-from services.common.erasure import ControlError, request_control
-from services.common.settings import TierMemSettings, load_settings
+from services.common.runtime.broker import build_broker, connect_nats, provision
+from services.common.runtime.settings import TierMemSettings, load_settings
+from services.common.stores.erasure import ControlError, request_control
 
 console = Console()
 err_console = Console(stderr=True)
@@ -35,7 +35,7 @@ async def run_prune_now(settings: TierMemSettings, timeout_s: float) -> tuple[di
 
 async def _prune_here(settings: TierMemSettings) -> dict[str, object]:
     # The CLI is a composition root: it may build a service's context (services may not).
-    from services.common.service import build_context
+    from services.common.runtime.service import build_context
     from services.pruner.handlers import DEFINITION, prune_once
     from services.pruner.logic import utc_now
 

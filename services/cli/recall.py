@@ -11,7 +11,7 @@ import httpx
 import typer
 from rich.console import Console
 
-from services.common.settings import DEFAULT_DATA_DIR, load_settings, read_stack_file
+from services.common.runtime.settings import DEFAULT_DATA_DIR, load_settings, read_stack_file
 
 recall_app = typer.Typer(help="Ask the running recall API (L0 auto-inject, L1 search/expand, L2 graph).")
 console = Console()

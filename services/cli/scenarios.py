@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contracts import SessionCompleted
-from services.common.broker import deterministic_uuid
+from services.common.domain.ids import deterministic_uuid
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -26,10 +26,10 @@ def asyncapi_document() -> dict[str, Any]:
     from contracts import EntityMerged, EntityUpserted, EpisodeCreated, ErasureCompleted, ErasureRequested
     from contracts import SessionCompleted as Session
     from services.cli.stack import all_services
-    from services.common.broker import build_broker
-    from services.common.runtime import Resources
-    from services.common.service import build_context
-    from services.common.settings import TierMemSettings
+    from services.common.runtime.broker import build_broker
+    from services.common.runtime.resources import Resources
+    from services.common.runtime.service import build_context
+    from services.common.runtime.settings import TierMemSettings
 
     settings = TierMemSettings.model_validate({})
     subjects = Subjects(settings.nats.subject_root)

@@ -18,7 +18,10 @@ from typing import Any
 from faststream.nats import NatsBroker
 
 from contracts import Subjects
-from services.common.broker import (
+from services.cli.servers.falkordb_server import FalkorDBServer
+from services.cli.servers.nats_server import NatsServer
+from services.cli.servers.net import ensure_port_free, free_port
+from services.common.runtime.broker import (
     DeadLetterWriter,
     EventPublisher,
     build_broker,
@@ -26,12 +29,9 @@ from services.common.broker import (
     provision,
     watch_max_deliveries,
 )
-from services.common.falkordb_server import FalkorDBServer
-from services.common.nats_server import NatsServer
-from services.common.net import ensure_port_free, free_port
-from services.common.runtime import Resources, ServiceContext
-from services.common.service import ServiceDefinition, build_context
-from services.common.settings import TierMemSettings, load_settings, stack_file
+from services.common.runtime.resources import Resources, ServiceContext
+from services.common.runtime.service import ServiceDefinition, build_context
+from services.common.runtime.settings import TierMemSettings, load_settings, stack_file
 
 log = logging.getLogger(__name__)
 

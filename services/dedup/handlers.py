@@ -10,12 +10,13 @@ from datetime import UTC, datetime
 from faststream.nats import NatsBroker
 
 from contracts import EntityMerged, EntityRef, EntityUpserted, Subjects
-from services.common.broker import ConsumerSpec, Delivery, deterministic_uuid, durable_subscriber
-from services.common.fact_store import rekey_subject
-from services.common.models import Embedder
-from services.common.owner import Owner
-from services.common.runtime import ServiceContext
-from services.common.service import ServiceDefinition
+from services.common.domain.ids import deterministic_uuid
+from services.common.domain.owner import Owner
+from services.common.gateways.embedder import Embedder
+from services.common.runtime.broker import ConsumerSpec, Delivery, durable_subscriber
+from services.common.runtime.resources import ServiceContext
+from services.common.runtime.service import ServiceDefinition
+from services.common.stores.fact_store import rekey_subject
 from services.dedup.logic import (
     EntityView,
     LLMDisambiguation,

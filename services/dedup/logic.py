@@ -34,7 +34,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from rapidfuzz import fuzz
 
-from services.common.graph.repository import EntityRecord, normalise_entity_name
+from services.common.stores.graph.repository import EntityRecord, normalise_entity_name
 
 MatchMethod = Literal["exact", "alias", "fuzzy", "embedding", "llm"]
 EmbedSimilarity = Callable[[str, str], float]

@@ -11,12 +11,13 @@ from typing import Any
 from faststream.nats import NatsBroker
 
 from contracts import EpisodeCreated, SessionCompleted, SizeLimitExceeded, Subjects, check_session_size
-from services.common.broker import ConsumerSpec, Delivery, PoisonMessage, deterministic_uuid, durable_subscriber
-from services.common.owner import Owner
-from services.common.runtime import ServiceContext
-from services.common.service import ServiceDefinition
-from services.common.text import detect_language
-from services.common.vector.port import EPISODES, PASSAGES, SearchFilter, VectorRecord
+from services.common.domain.ids import deterministic_uuid
+from services.common.domain.owner import Owner
+from services.common.domain.text import detect_language
+from services.common.runtime.broker import ConsumerSpec, Delivery, PoisonMessage, durable_subscriber
+from services.common.runtime.resources import ServiceContext
+from services.common.runtime.service import ServiceDefinition
+from services.common.stores.vector.port import EPISODES, PASSAGES, SearchFilter, VectorRecord
 from services.episodic_summarizer.logic import (
     SummaryOutput,
     build_summary_prompt,

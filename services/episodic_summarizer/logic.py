@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.events import Message, SessionCompleted
-from services.common.text import (
+from services.common.domain.text import (
     detect_language,
     is_hangul,
     is_trivial_message,

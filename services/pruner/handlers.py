@@ -31,16 +31,19 @@ from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from contracts import ErasureCompleted, ErasureRequested, SessionCompleted, Subjects
-from services.common.broker import (
+from services.common.domain.ids import deterministic_uuid
+from services.common.domain.owner import Owner
+from services.common.runtime.broker import (
     ConsumerSpec,
     Delivery,
     PoisonMessage,
     connect_nats,
     describe_error,
-    deterministic_uuid,
     durable_subscriber,
 )
-from services.common.erasure import (
+from services.common.runtime.resources import ServiceContext
+from services.common.runtime.service import ServiceDefinition
+from services.common.stores.erasure import (
     CONTROL_QUEUE,
     ERASURE_RECORD_KINDS,
     AuditRequest,
@@ -54,11 +57,8 @@ from services.common.erasure import (
     subject_kind,
     user_derived_filter,
 )
-from services.common.fact_store import fact_from_payload, fact_payload
-from services.common.owner import Owner
-from services.common.runtime import ServiceContext
-from services.common.service import ServiceDefinition
-from services.common.vector.port import EPISODES, FACTS, PASSAGES, SearchFilter, StoredRecord
+from services.common.stores.fact_store import fact_from_payload, fact_payload
+from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES, SearchFilter, StoredRecord
 from services.pruner.logic import (
     Clock,
     Needle,
@@ -79,8 +79,8 @@ from services.pruner.logic import (
 from services.pruner.settings import PrunerSettings
 
 if TYPE_CHECKING:
-    from services.common.graph.repository import EntityRecord, GraphRepository
-    from services.common.vector.port import VectorIndex
+    from services.common.stores.graph.repository import EntityRecord, GraphRepository
+    from services.common.stores.vector.port import VectorIndex
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from uuid import UUID
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from contracts import Message, SessionCompleted
-from services.common.text import split_sentences
+from services.common.domain.text import split_sentences
 
 Clock = Callable[[], datetime]
 """Returns the current time (timezone-aware). Injected so tests control it."""

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator
 from fastapi import FastAPI
 from starlette.routing import Route
 
-from services.common.runtime import Resources
-from services.common.settings import load_settings
+from services.common.runtime.resources import Resources
+from services.common.runtime.settings import load_settings
 from services.recall_api.auth import check_api_keys
 from services.recall_api.mcp_server import build_mcp_server, streamable_http_endpoint
 from services.recall_api.routes import router

@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from services.common.facts import Fact, decay, normalise_attribute, normalise_subject, normalise_text_key
-from services.common.text import keep_tail_codepoints
+from services.common.domain.facts import Fact, decay, normalise_attribute, normalise_subject, normalise_text_key
+from services.common.domain.text import keep_tail_codepoints
 
 log = logging.getLogger(__name__)
 

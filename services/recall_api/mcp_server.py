@@ -23,7 +23,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.common.runtime import Resources
+from services.common.runtime.resources import Resources
 from services.recall_api import logic
 from services.recall_api.auth import Principal, bearer_token, check_api_keys, tenant_for_key, valid_id
 from services.recall_api.schemas import GraphSearchRequest, SaveFactRequest, SearchRequest

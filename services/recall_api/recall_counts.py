@@ -11,8 +11,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.common.owner import Owner
-from services.common.runtime import Resources
+from services.common.domain.owner import Owner
+from services.common.runtime.resources import Resources
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.events import Channel, CleanText, MessageRole, Scope, SubjectToken
-from services.common.facts import FactStatus, Volatility
+from services.common.domain.facts import FactStatus, Volatility
 
 MemoryKind = Literal["episode", "fact"]
 

@@ -10,13 +10,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from contracts.events import Channel, Scope
-from services.common.broker import deterministic_uuid
-from services.common.fact_store import write_fact
-from services.common.facts import FactCandidate, FactProvenance, FactWritePlan, Volatility
-from services.common.keywords import KeywordEncoder
-from services.common.models import Embedder
-from services.common.owner import Owner
-from services.common.vector.port import EPISODES, PASSAGES, SparseVector, VectorIndex, VectorRecord
+from services.common.domain.facts import FactCandidate, FactProvenance, FactWritePlan, Volatility
+from services.common.domain.ids import deterministic_uuid
+from services.common.domain.owner import Owner
+from services.common.gateways.embedder import Embedder
+from services.common.gateways.keywords import KeywordEncoder
+from services.common.stores.fact_store import write_fact
+from services.common.stores.vector.port import EPISODES, PASSAGES, SparseVector, VectorIndex, VectorRecord
 
 
 def episode_id_for(owner: Owner, session_id: str) -> str:

@@ -18,15 +18,16 @@ from typing import Any
 from nats.aio.client import Client as NatsClient
 
 from contracts import Channel, ErasureRequested, ErasureTarget, Subjects
-from services.common.broker import connect_nats, deterministic_uuid
-from services.common.fact_store import write_fact
-from services.common.facts import Fact, FactCandidate, FactProvenance, normalise_subject, normalise_text_key
-from services.common.graph.repository import EntityRecord, GraphRepository, RelationRecord, normalise_entity_name
-from services.common.owner import Owner
-from services.common.raw_sessions import read_raw_session
-from services.common.runtime import Resources
-from services.common.text import TokenCounter, detect_language
-from services.common.vector.port import (
+from services.common.domain.facts import Fact, FactCandidate, FactProvenance, normalise_subject, normalise_text_key
+from services.common.domain.ids import deterministic_uuid
+from services.common.domain.owner import Owner
+from services.common.domain.text import TokenCounter, detect_language
+from services.common.runtime.broker import connect_nats
+from services.common.runtime.resources import Resources
+from services.common.stores.fact_store import write_fact
+from services.common.stores.graph.repository import EntityRecord, GraphRepository, RelationRecord, normalise_entity_name
+from services.common.stores.raw_sessions import read_raw_session
+from services.common.stores.vector.port import (
     EPISODES,
     FACTS,
     PASSAGES,

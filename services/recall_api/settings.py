@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field, SecretStr
 
-from services.common.settings import TierMemSettings
+from services.common.runtime.settings import TierMemSettings
 
 
 class RecallApiSettings(TierMemSettings):

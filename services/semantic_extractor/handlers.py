@@ -10,20 +10,21 @@ from datetime import UTC, datetime
 from faststream.nats import NatsBroker
 
 from contracts import EntityRef, EntityUpserted, EpisodeCreated, SessionCompleted, Subjects
-from services.common.broker import ConsumerSpec, Delivery, deterministic_uuid, durable_subscriber
-from services.common.fact_store import write_fact
-from services.common.facts import FactProvenance
-from services.common.graph.repository import (
+from services.common.domain.facts import FactProvenance
+from services.common.domain.ids import deterministic_uuid
+from services.common.domain.owner import Owner
+from services.common.runtime.broker import ConsumerSpec, Delivery, durable_subscriber
+from services.common.runtime.resources import ServiceContext
+from services.common.runtime.service import ServiceDefinition
+from services.common.stores.fact_store import write_fact
+from services.common.stores.graph.repository import (
     EntityInput,
     EpisodeRef,
     RelationInput,
     entity_key,
     normalise_entity_name,
 )
-from services.common.owner import Owner
-from services.common.raw_sessions import read_raw_session
-from services.common.runtime import ServiceContext
-from services.common.service import ServiceDefinition
+from services.common.stores.raw_sessions import read_raw_session
 from services.semantic_extractor.logic import (
     ExtractionOutput,
     build_extraction_prompt,

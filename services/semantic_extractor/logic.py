@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from contracts.events import Scope
-from services.common.facts import (
+from services.common.domain.facts import (
     ATTRIBUTE_REGISTRY,
     USER_SUBJECT,
     FactCandidate,

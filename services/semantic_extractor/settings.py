@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from services.common.settings import TierMemSettings
+from services.common.runtime.settings import TierMemSettings
 
 
 class SemanticExtractorSettings(TierMemSettings):

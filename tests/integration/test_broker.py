@@ -12,7 +12,7 @@ from faststream.nats import NatsBroker
 from nats.aio.client import Client as NatsClient
 
 from contracts import SessionCompleted, Subjects
-from services.common.broker import (
+from services.common.runtime.broker import (
     ConsumerSpec,
     DeadLetterWriter,
     Delivery,
@@ -23,7 +23,7 @@ from services.common.broker import (
     durable_subscriber,
     provision,
 )
-from services.common.settings import NatsSettings, TierMemSettings
+from services.common.runtime.settings import NatsSettings, TierMemSettings
 from tests.support.events import decoded, session_event, stream_messages, wait_for
 
 pytestmark = pytest.mark.integration

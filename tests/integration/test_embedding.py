@@ -7,16 +7,16 @@ from collections.abc import Sequence
 
 import pytest
 
-from services.common.embedding import (
+from services.common.gateways.embedder import Embedder
+from services.common.gateways.embedding import (
     EmbeddingConfig,
     EmbeddingError,
     LiteLlmEmbedder,
     LocalE5Embedder,
     build_embedder,
 )
-from services.common.llm import LlmRequestRejected
-from services.common.models import Embedder
-from services.common.settings import EmbeddingSettings
+from services.common.gateways.llm import LlmRequestRejected
+from services.common.runtime.settings import EmbeddingSettings
 from tests.fixtures.llm_stub import STUB_API_KEY, STUB_EMBEDDING_MODEL
 from tests.support.llm_stub import LlmStubServer, ScriptedResponse, embeddings_body, hash_embedding
 

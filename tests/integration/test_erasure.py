@@ -22,15 +22,15 @@ from typer.testing import CliRunner
 from contracts import ErasureCompleted, ErasureRequested, ErasureTarget, SessionCompleted, Subjects
 from services.cli.audit import audit_app, run_audit
 from services.cli.stack import RunningServices, start_services
-from services.common.erasure import AuditReport, audit_user
-from services.common.fact_store import write_fact
-from services.common.facts import FactCandidate, FactProvenance, make_fact_id
-from services.common.graph.repository import EntityInput, EpisodeRef, GraphRepository, RelationInput, entity_key
-from services.common.owner import Owner
-from services.common.runtime import Resources
-from services.common.service import ServiceDefinition
-from services.common.settings import GraphSettings, NatsSettings, TierMemSettings, VectorSettings
-from services.common.vector.port import EPISODES, FACTS, PASSAGES, HybridWeights, SearchFilter, VectorRecord
+from services.common.domain.facts import FactCandidate, FactProvenance, make_fact_id
+from services.common.domain.owner import Owner
+from services.common.runtime.resources import Resources
+from services.common.runtime.service import ServiceDefinition
+from services.common.runtime.settings import GraphSettings, NatsSettings, TierMemSettings, VectorSettings
+from services.common.stores.erasure import AuditReport, audit_user
+from services.common.stores.fact_store import write_fact
+from services.common.stores.graph.repository import EntityInput, EpisodeRef, GraphRepository, RelationInput, entity_key
+from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES, HybridWeights, SearchFilter, VectorRecord
 from services.episodic_summarizer.handlers import DEFINITION as EPISODIC_DEFINITION
 from services.pruner.handlers import DEFINITION as PRUNER_DEFINITION
 from services.pruner.handlers import build_definition

@@ -16,10 +16,10 @@ from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, ResponseError
 from redis.retry import Retry
 
-import services.common.falkordb_server as falkordb_server_module
-from services.common.falkordb_server import FalkorDBServer
-from services.common.graph.falkordb import FalkorDBExecutor, GraphParameterError
-from services.common.net import PortInUseError, free_port
+import services.cli.servers.falkordb_server as falkordb_server_module
+from services.cli.servers.falkordb_server import FalkorDBServer
+from services.cli.servers.net import PortInUseError, free_port
+from services.common.stores.graph.falkordb import FalkorDBExecutor, GraphParameterError
 from tests.fixtures.falkordb import FalkorDBGraph
 
 pytestmark = pytest.mark.integration

@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
-from services.common.falkordb_server import FalkorDBServer
-from services.common.graph.falkordb import FalkorDBExecutor
-from services.common.graph.neo4j import Neo4jExecutor
-from services.common.graph.port import CypherExecutor
-from services.common.graph.repository import (
+from services.cli.servers.falkordb_server import FalkorDBServer
+from services.common.domain.owner import Owner
+from services.common.stores.graph.falkordb import FalkorDBExecutor
+from services.common.stores.graph.neo4j import Neo4jExecutor
+from services.common.stores.graph.port import CypherExecutor
+from services.common.stores.graph.repository import (
     EntityInput,
     EntityNotFoundError,
     EpisodeRef,
@@ -28,7 +29,6 @@ from services.common.graph.repository import (
     entity_key,
     normalise_entity_name,
 )
-from services.common.owner import Owner
 
 pytestmark = pytest.mark.integration
 

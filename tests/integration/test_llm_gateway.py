@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, SecretStr
 
-from services.common.llm import (
+from services.common.gateways.llm import (
     LlmConfig,
     LlmGateway,
     LlmNotConfigured,
@@ -18,7 +18,7 @@ from services.common.llm import (
     UsageRecorder,
     build_llm_gateway,
 )
-from services.common.settings import LlmSettings
+from services.common.runtime.settings import LlmSettings
 from services.episodic_summarizer.logic import SummaryOutput, build_summary_prompt
 from tests.fixtures.llm_stub import STUB_API_KEY, STUB_MODEL
 from tests.support.llm_stub import LlmStubServer

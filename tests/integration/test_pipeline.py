@@ -10,11 +10,11 @@ import pytest
 from contracts import SessionCompleted, Subjects
 from services.cli.consolidation import wait_until_idle
 from services.cli.stack import RunningServices
-from services.common.broker import EventPublisher, build_broker
-from services.common.owner import Owner
-from services.common.service import ServiceDefinition
-from services.common.settings import TierMemSettings
-from services.common.vector.port import EPISODES, FACTS, PASSAGES
+from services.common.domain.owner import Owner
+from services.common.runtime.broker import EventPublisher, build_broker
+from services.common.runtime.service import ServiceDefinition
+from services.common.runtime.settings import TierMemSettings
+from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
 from services.dedup.handlers import DEFINITION as DEDUP
 from services.episodic_summarizer.handlers import DEFINITION as EPISODIC
 from services.episodic_summarizer.handlers import episode_id_for

@@ -19,15 +19,15 @@ from pydantic import SecretStr
 
 from contracts import Subjects
 from services.cli.prune import run_prune_now
-from services.common.broker import build_broker, provision
-from services.common.erasure import ControlError, request_control
-from services.common.graph.repository import EntityInput, EpisodeRef, GraphRepository
-from services.common.owner import Owner
-from services.common.runtime import Resources, ServiceContext
-from services.common.service import build_context
-from services.common.settings import GraphSettings, NatsSettings, VectorSettings
-from services.common.vector.edge import EdgeVectorIndex
-from services.common.vector.port import EPISODES, FACTS, PASSAGES, SearchFilter, SparseVector, VectorRecord
+from services.common.domain.owner import Owner
+from services.common.runtime.broker import build_broker, provision
+from services.common.runtime.resources import Resources, ServiceContext
+from services.common.runtime.service import build_context
+from services.common.runtime.settings import GraphSettings, NatsSettings, VectorSettings
+from services.common.stores.erasure import ControlError, request_control
+from services.common.stores.graph.repository import EntityInput, EpisodeRef, GraphRepository
+from services.common.stores.vector.edge import EdgeVectorIndex
+from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES, SearchFilter, SparseVector, VectorRecord
 from services.pruner.handlers import make_schedule, prune_once, run_prune_pass
 from services.pruner.logic import PruneReport
 from services.pruner.settings import PrunerSettings

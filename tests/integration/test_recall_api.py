@@ -21,18 +21,18 @@ from fastapi import FastAPI
 from nats.aio.client import Client as NatsClient
 
 from contracts import Subjects
-from services.common.broker import connect_nats, provision
-from services.common.embedding import LocalE5Embedder
-from services.common.graph.falkordb import FalkorDBExecutor
-from services.common.graph.repository import EntityInput, EpisodeRef, GraphRepository, RelationInput
-from services.common.keywords import KeywordEncoder
-from services.common.models import Embedder
-from services.common.net import free_port
-from services.common.owner import Owner
-from services.common.runtime import Resources
-from services.common.settings import GraphSettings, NatsSettings
-from services.common.text import TokenCounter
-from services.common.vector.port import EPISODES, FACTS, VectorIndex
+from services.cli.servers.net import free_port
+from services.common.domain.owner import Owner
+from services.common.domain.text import TokenCounter
+from services.common.gateways.embedder import Embedder
+from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.keywords import KeywordEncoder
+from services.common.runtime.broker import connect_nats, provision
+from services.common.runtime.resources import Resources
+from services.common.runtime.settings import GraphSettings, NatsSettings
+from services.common.stores.graph.falkordb import FalkorDBExecutor
+from services.common.stores.graph.repository import EntityInput, EpisodeRef, GraphRepository, RelationInput
+from services.common.stores.vector.port import EPISODES, FACTS, VectorIndex
 from services.recall_api import logic
 from services.recall_api.app import create_app
 from services.recall_api.seeding import seed_episode, seed_fact

@@ -21,11 +21,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from contracts.events import Channel
-from services.common.embedding import LocalE5Embedder
-from services.common.graph.repository import EntityInput, EpisodeRef, RelationInput
-from services.common.keywords import KeywordEncoder
-from services.common.owner import Owner
-from services.common.settings import NatsSettings
+from services.common.domain.owner import Owner
+from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.keywords import KeywordEncoder
+from services.common.runtime.settings import NatsSettings
+from services.common.stores.graph.repository import EntityInput, EpisodeRef, RelationInput
 from services.recall_api.seeding import passage_id_for
 from tests.fixtures.falkordb import FalkorDBGraph
 from tests.integration.test_recall_api import (

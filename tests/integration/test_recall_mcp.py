@@ -19,12 +19,12 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
-from services.common.embedding import LocalE5Embedder
-from services.common.graph.repository import EntityInput, EpisodeRef, RelationInput
-from services.common.keywords import KeywordEncoder
-from services.common.settings import NatsSettings
-from services.common.vector.edge import EdgeVectorIndex
-from services.common.vector.port import EPISODES, FACTS, PASSAGES
+from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.keywords import KeywordEncoder
+from services.common.runtime.settings import NatsSettings
+from services.common.stores.graph.repository import EntityInput, EpisodeRef, RelationInput
+from services.common.stores.vector.edge import EdgeVectorIndex
+from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
 from services.recall_api.seeding import seed_episode
 from tests.fixtures.falkordb import FalkorDBGraph
 from tests.integration.test_recall_api import (

@@ -11,7 +11,7 @@ import pytest
 
 from services.cli.eval import caching_resources, recall_stack
 from services.cli.scenarios import DEFAULT_SCENARIOS, ask_probes, ingest_scenarios, load_scenarios
-from services.common.settings import TierMemSettings
+from services.common.runtime.settings import TierMemSettings
 from services.recall_api.settings import RecallApiSettings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

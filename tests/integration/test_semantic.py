@@ -12,15 +12,15 @@ import pytest
 from contracts import EntityRef, EntityUpserted, Subjects
 from services.cli.consolidation import wait_until_idle
 from services.cli.stack import RunningServices, start_services
-from services.common.broker import EventPublisher, build_broker
-from services.common.fact_store import write_fact
-from services.common.facts import FactCandidate, FactProvenance
-from services.common.graph.repository import EntityInput, EpisodeRef, GraphRepository, RelationInput
-from services.common.owner import Owner
-from services.common.runtime import Resources
-from services.common.service import ServiceDefinition
-from services.common.settings import TierMemSettings
-from services.common.vector.port import FACTS
+from services.common.domain.facts import FactCandidate, FactProvenance
+from services.common.domain.owner import Owner
+from services.common.runtime.broker import EventPublisher, build_broker
+from services.common.runtime.resources import Resources
+from services.common.runtime.service import ServiceDefinition
+from services.common.runtime.settings import TierMemSettings
+from services.common.stores.fact_store import write_fact
+from services.common.stores.graph.repository import EntityInput, EpisodeRef, GraphRepository, RelationInput
+from services.common.stores.vector.port import FACTS
 from services.dedup.handlers import DEFINITION as DEDUP
 from services.episodic_summarizer.handlers import DEFINITION as EPISODIC
 from services.semantic_extractor.handlers import DEFINITION as SEMANTIC

@@ -13,7 +13,7 @@ import pytest
 from nats.aio.client import Client as NatsClient
 
 from contracts import Subjects
-from services.common.settings import NatsSettings, TierMemSettings
+from services.common.runtime.settings import NatsSettings, TierMemSettings
 from tests.integration.test_pipeline import publish
 from tests.support.events import decoded, session_event, stream_messages, wait_for
 

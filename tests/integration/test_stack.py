@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from contracts import Subjects
-from services.common.broker import connect_nats
-from services.common.net import free_port
-from services.common.settings import load_settings
+from services.cli.servers.net import free_port
+from services.common.runtime.broker import connect_nats
+from services.common.runtime.settings import load_settings
 from tests.support.events import decoded, session_event, stream_messages
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -10,9 +10,9 @@ from pydantic import SecretStr
 from contracts import Subjects
 from services.cli.consolidation import wait_until_idle
 from services.cli.stack import start_services
-from services.common.owner import Owner
-from services.common.settings import LlmSettings, TierMemSettings
-from services.common.vector.port import EPISODES, PASSAGES, HybridWeights, SearchFilter
+from services.common.domain.owner import Owner
+from services.common.runtime.settings import LlmSettings, TierMemSettings
+from services.common.stores.vector.port import EPISODES, PASSAGES, HybridWeights, SearchFilter
 from services.episodic_summarizer.handlers import DEFINITION as EPISODIC
 from services.episodic_summarizer.handlers import episode_id_for
 from tests.fixtures.llm_stub import STUB_API_KEY, STUB_MODEL

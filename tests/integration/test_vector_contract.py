@@ -20,17 +20,17 @@ import pytest
 import pytest_asyncio
 from qdrant_client import AsyncQdrantClient
 
-from services.common.keywords import KeywordEncoder
-from services.common.owner import Owner
-from services.common.vector.edge import EdgeVectorIndex
-from services.common.vector.port import (
+from services.common.domain.owner import Owner
+from services.common.gateways.keywords import KeywordEncoder
+from services.common.stores.vector.edge import EdgeVectorIndex
+from services.common.stores.vector.port import (
     EPISODES,
     HybridWeights,
     SearchFilter,
     VectorIndex,
     VectorRecord,
 )
-from services.common.vector.qdrant_server import QdrantServerVectorIndex
+from services.common.stores.vector.qdrant_server import QdrantServerVectorIndex
 
 pytestmark = [
     pytest.mark.integration,

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from services.common.graph.repository import EntityRecord
+from services.common.stores.graph.repository import EntityRecord
 from services.dedup.logic import (
     EntityView,
     LLMDisambiguation,

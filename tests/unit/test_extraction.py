@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.common.facts import Fact, FactProvenance, plan_fact_write
+from services.common.domain.facts import Fact, FactProvenance, plan_fact_write
 from services.semantic_extractor import logic
 from services.semantic_extractor.logic import (
     ExtractedFact,

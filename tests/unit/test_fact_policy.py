@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from services.common.facts import (
+from services.common.domain.facts import (
     Fact,
     FactCandidate,
     FactWritePlan,

@@ -7,14 +7,14 @@ import random
 
 import pytest
 
-from services.common.vector.fusion import (
+from services.common.stores.vector.fusion import (
     FusionConfig,
     dense_part,
     fuse,
     keyword_part,
     unique_term_idf,
 )
-from services.common.vector.port import HybridWeights
+from services.common.stores.vector.port import HybridWeights
 
 L0 = HybridWeights(keyword=0.7, dense=0.3)
 

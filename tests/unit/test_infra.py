@@ -48,7 +48,7 @@ def test_keda_triggers_name_real_streams_and_durable_consumers() -> None:
 
 
 def test_settings_in_the_config_map_are_real_settings() -> None:
-    from services.common.settings import TierMemSettings
+    from services.common.runtime.settings import TierMemSettings
 
     config = next(d for d in _documents() if d["kind"] == "ConfigMap")
     for key in config["data"]:

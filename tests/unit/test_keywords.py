@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from services.common.keywords import BIGRAM_MARK, KeywordEncoder, term_index
-from services.common.vector.port import SparseVector
+from services.common.gateways.keywords import BIGRAM_MARK, KeywordEncoder, term_index
+from services.common.stores.vector.port import SparseVector
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def test_term_index_is_pinned_and_31_bit() -> None:
 
 
 def test_term_index_does_not_depend_on_the_process_hash_seed() -> None:
-    script = "from services.common.keywords import term_index; print(term_index('서울'), term_index('paris'))"
+    script = "from services.common.gateways.keywords import term_index; print(term_index('서울'), term_index('paris'))"
     outputs = set()
     for seed in ("1", "2"):
         result = subprocess.run(

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from services.common.facts import Fact, FactProvenance, make_fact_id
-from services.common.text import TokenCounter
+from services.common.domain.facts import Fact, FactProvenance, make_fact_id
+from services.common.domain.text import TokenCounter
 from services.recall_api import logic
 from services.recall_api.auth import bearer_token, tenant_for_key
 from services.recall_api.logic import Candidate, Hit, Turn

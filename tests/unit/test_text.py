@@ -8,7 +8,7 @@ import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.common.text import (
+from services.common.domain.text import (
     TokenCounter,
     bundled_encoding_path,
     detect_language,

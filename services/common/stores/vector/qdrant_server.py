@@ -18,9 +18,9 @@ import numpy as np
 from qdrant_client import AsyncQdrantClient, models
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from services.common.owner import Owner
-from services.common.vector import port
-from services.common.vector.adapter_support import (
+from services.common.domain.owner import Owner
+from services.common.stores.vector import port
+from services.common.stores.vector.adapter_support import (
     DEFAULT_TIME_FIELDS,
     DENSE_VECTOR,
     KEYWORD_INDEX_FIELDS,
@@ -37,7 +37,7 @@ from services.common.vector.adapter_support import (
     point_id,
     point_ids,
 )
-from services.common.vector.fusion import FusionConfig, validate_weights
+from services.common.stores.vector.fusion import FusionConfig, validate_weights
 
 _FACET_LIMIT = 1_000_000
 

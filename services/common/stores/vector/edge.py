@@ -32,9 +32,9 @@ from typing import Any, cast
 import numpy as np
 import qdrant_edge as qe
 
-from services.common.owner import Owner
-from services.common.vector import port
-from services.common.vector.adapter_support import (
+from services.common.domain.owner import Owner
+from services.common.stores.vector import port
+from services.common.stores.vector.adapter_support import (
     DEFAULT_TIME_FIELDS,
     DENSE_VECTOR,
     KEYWORD_INDEX_FIELDS,
@@ -51,7 +51,7 @@ from services.common.vector.adapter_support import (
     point_id,
     point_ids,
 )
-from services.common.vector.fusion import FusionConfig, validate_weights
+from services.common.stores.vector.fusion import FusionConfig, validate_weights
 
 _CONFIG_FILE = "edge_config.json"
 _FACET_LIMIT = 1_000_000

@@ -7,7 +7,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-from services.common.settings import TelemetrySettings
+from services.common.runtime.settings import TelemetrySettings
 
 
 def build_tracer_provider(settings: TelemetrySettings, service_name: str) -> TracerProvider:

@@ -21,12 +21,12 @@ from nats.js.errors import NotFoundError, ServerError
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import Subjects
-from services.common.owner import Owner
-from services.common.vector.port import EPISODES, FACTS, PASSAGES
+from services.common.domain.owner import Owner
+from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
 
 if TYPE_CHECKING:
-    from services.common.graph.repository import GraphRepository
-    from services.common.vector.port import VectorIndex
+    from services.common.stores.graph.repository import GraphRepository
+    from services.common.stores.vector.port import VectorIndex
 
 ERASURE_RECORD_KINDS: frozenset[str] = frozenset({"erasure.requested", "erasure.completed"})
 """Derived events kept on purpose after an erasure: the proof that it was asked for and done. They

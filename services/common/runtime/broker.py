@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,18 +22,13 @@ from nats.js.errors import BadRequestError, NotFoundError
 from pydantic import BaseModel, ValidationError
 
 from contracts import DeadLetterRecord, Subjects
-from services.common.settings import NatsSettings, TierMemSettings
-from services.common.telemetry import build_tracer_provider
+from services.common.domain.ids import deterministic_uuid
+from services.common.runtime.settings import NatsSettings, TierMemSettings
+from services.common.runtime.telemetry import build_tracer_provider
 
 log = logging.getLogger(__name__)
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
-_NAMESPACE = uuid.UUID("6f1c2f0e-6d5b-4c9a-9a53-0c1e5c3b7d11")
-
-
-def deterministic_uuid(*parts: str) -> uuid.UUID:
-    """uuid5 over the parts; the basis of every derived event and point id."""
-    return uuid.uuid5(_NAMESPACE, "\x1f".join(parts))
 
 
 class PoisonMessage(Exception):

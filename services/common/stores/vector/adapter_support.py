@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from services.common.owner import Owner
-from services.common.vector.fusion import FusionConfig, fuse
-from services.common.vector.port import HybridWeights, ScoredRecord, SearchFilter
+from services.common.domain.owner import Owner
+from services.common.stores.vector.fusion import FusionConfig, fuse
+from services.common.stores.vector.port import HybridWeights, ScoredRecord, SearchFilter
 
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "keywords"

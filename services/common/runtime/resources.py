@@ -14,15 +14,15 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from contracts import Subjects
-from services.common.broker import DeadLetterWriter, EventPublisher, connect_nats
-from services.common.settings import TierMemSettings
+from services.common.runtime.broker import DeadLetterWriter, EventPublisher, connect_nats
+from services.common.runtime.settings import TierMemSettings
 
 if TYPE_CHECKING:
-    from services.common.graph.repository import GraphRepository
-    from services.common.keywords import KeywordEncoder
-    from services.common.llm import LlmGateway
-    from services.common.models import Embedder
-    from services.common.vector.port import VectorIndex
+    from services.common.gateways.embedder import Embedder
+    from services.common.gateways.keywords import KeywordEncoder
+    from services.common.gateways.llm import LlmGateway
+    from services.common.stores.graph.repository import GraphRepository
+    from services.common.stores.vector.port import VectorIndex
 
 
 @dataclass
@@ -54,18 +54,18 @@ class Resources:
         return self._vector_index
 
     async def _open_vector_index(self) -> VectorIndex:
-        from services.common.vector.port import EPISODES, FACTS, PASSAGES
+        from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
 
         vector = self.settings.vector
         index: VectorIndex
         if vector.backend == "edge":
-            from services.common.vector.edge import EdgeVectorIndex
+            from services.common.stores.vector.edge import EdgeVectorIndex
 
             index = EdgeVectorIndex(vector.path or Path(self.settings.data_dir) / "qdrant-edge")
         else:
             from qdrant_client import AsyncQdrantClient
 
-            from services.common.vector.qdrant_server import QdrantServerVectorIndex
+            from services.common.stores.vector.qdrant_server import QdrantServerVectorIndex
 
             client = AsyncQdrantClient(
                 url=vector.url, api_key=vector.api_key.get_secret_value() if vector.api_key else None
@@ -84,11 +84,11 @@ class Resources:
         return self._graph
 
     async def _open_graph(self) -> GraphRepository:
-        from services.common.graph.repository import GraphRepository
+        from services.common.stores.graph.repository import GraphRepository
 
         graph = self.settings.graph
         if graph.backend == "falkordb":
-            from services.common.graph.falkordb import FalkorDBExecutor
+            from services.common.stores.graph.falkordb import FalkorDBExecutor
 
             executor: object = FalkorDBExecutor(
                 host=graph.host,
@@ -97,7 +97,7 @@ class Resources:
                 graph_name=graph.graph_name,
             )
         else:
-            from services.common.graph.neo4j import Neo4jExecutor
+            from services.common.stores.graph.neo4j import Neo4jExecutor
 
             executor = Neo4jExecutor(
                 uri=graph.neo4j_uri,
@@ -111,21 +111,21 @@ class Resources:
 
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            from services.common.embedding import build_embedder
+            from services.common.gateways.embedding import build_embedder
 
             self._embedder = build_embedder(self.settings.embedding)
         return self._embedder
 
     def llm(self) -> LlmGateway:
         if self._llm is None:
-            from services.common.llm import LlmConfig, LlmGateway
+            from services.common.gateways.llm import LlmConfig, LlmGateway
 
             self._llm = LlmGateway(LlmConfig.model_validate(self.settings.llm.model_dump()))
         return self._llm
 
     def keywords(self) -> KeywordEncoder:
         if self._keywords is None:
-            from services.common.keywords import KeywordEncoder
+            from services.common.gateways.keywords import KeywordEncoder
 
             self._keywords = KeywordEncoder()
         return self._keywords

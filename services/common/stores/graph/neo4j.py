@@ -12,7 +12,7 @@ from neo4j.exceptions import ClientError, DriverError, Neo4jError
 from neo4j.graph import Node, Path, Relationship
 from neo4j.time import Date, DateTime, Duration, Time
 
-from services.common.graph.falkordb import validate_params
+from services.common.stores.graph.falkordb import validate_params
 
 # Uniqueness constraints back every MERGE on a key (and make concurrent MERGEs safe); plain indexes
 # serve the tenant/user filters.

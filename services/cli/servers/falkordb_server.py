@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from services.common.net import PortInUseError, ensure_port_free, stop_process_group
+from services.cli.servers.net import PortInUseError, ensure_port_free, stop_process_group
 
 LOOPBACK = "127.0.0.1"
 

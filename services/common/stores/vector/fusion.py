@@ -30,7 +30,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from services.common.vector.port import HybridWeights
+from services.common.stores.vector.port import HybridWeights
 
 DEFAULT_DENSE_FLOOR = 0.78
 DEFAULT_KEYWORD_HALF_SATURATION = 1.0

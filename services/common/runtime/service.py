@@ -12,7 +12,7 @@ from faststream import FastStream
 from faststream.nats import NatsBroker
 
 from contracts import Subjects
-from services.common.broker import (
+from services.common.runtime.broker import (
     ConsumerSpec,
     DeadLetterWriter,
     EventPublisher,
@@ -20,8 +20,8 @@ from services.common.broker import (
     connect_nats,
     provision,
 )
-from services.common.runtime import Resources, ServiceContext, SettingsT
-from services.common.settings import TierMemSettings, load_settings
+from services.common.runtime.resources import Resources, ServiceContext, SettingsT
+from services.common.runtime.settings import TierMemSettings, load_settings
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from services.common.vector.port import SparseVector
+from services.common.domain.sparse import SparseVector
 
 if TYPE_CHECKING:
     from kiwipiepy import Kiwi

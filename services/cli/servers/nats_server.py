@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from services.common.net import PortInUseError, ensure_port_free, port_answers, stop_process_group
+from services.cli.servers.net import PortInUseError, ensure_port_free, port_answers, stop_process_group
 
 
 def find_nats_server_binary(configured: Path | None = None) -> Path:

@@ -7,7 +7,7 @@ from nats.js.errors import NotFoundError
 from pydantic import ValidationError
 
 from contracts import SessionCompleted
-from services.common.owner import Owner
+from services.common.domain.owner import Owner
 
 
 async def read_raw_session(js: JetStreamContext, stream: str, sequence: int, owner: Owner) -> SessionCompleted | None:

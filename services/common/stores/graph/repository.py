@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from contracts.events import Scope
-from services.common.graph.port import CypherExecutor
-from services.common.owner import Owner
+from services.common.domain.owner import Owner
+from services.common.stores.graph.port import CypherExecutor
 
 ENTITY_KEY_NAMESPACE = uuid.UUID("5b0c7d3e-8f6a-5d2b-9c41-7e3a2f1d0b64")
 DEFAULT_ENTITY_TYPE = "other"

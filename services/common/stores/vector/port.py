@@ -11,17 +11,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from services.common.owner import Owner
+from services.common.domain.owner import Owner
+from services.common.domain.sparse import SparseVector as SparseVector
 
 EPISODES = "episodes"
 PASSAGES = "passages"
 FACTS = "facts"
-
-
-@dataclass(frozen=True, slots=True)
-class SparseVector:
-    indices: list[int]
-    values: list[float]
 
 
 @dataclass(frozen=True, slots=True)
