@@ -38,13 +38,22 @@ class Resources:
     _nats: NatsClient | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
-    async def jetstream(self) -> JetStreamContext:
-        """A JetStream context on the service's own admin connection (stream reads and purges)."""
-        if self._nats is None:
+    async def nats(self) -> NatsClient:
+        """The process's own admin connection (stream reads, purges, control requests), opened on
+        first use and re-opened if it was closed. Bounded: a broker that is down is an error after
+        the connect timeout, not a hang."""
+        if self._nats is None or self._nats.is_closed:
             async with self._lock:
-                if self._nats is None:
-                    self._nats = await connect_nats(self.settings.nats, "tiermem-resources")
-        return self._nats.jetstream()
+                if self._nats is None or self._nats.is_closed:
+                    self._nats = await asyncio.wait_for(
+                        connect_nats(self.settings.nats, "tiermem-resources"),
+                        timeout=self.settings.nats.connect_timeout_s + 1,
+                    )
+        return self._nats
+
+    async def jetstream(self) -> JetStreamContext:
+        """A JetStream context on the admin connection."""
+        return (await self.nats()).jetstream()
 
     async def vector_index(self) -> VectorIndex:
         if self._vector_index is None:

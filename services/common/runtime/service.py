@@ -10,6 +10,7 @@ from typing import Any, Generic
 
 from faststream import FastStream
 from faststream.nats import NatsBroker
+from pydantic import BaseModel
 
 from contracts import Subjects
 from services.common.runtime.broker import (
@@ -25,6 +26,20 @@ from services.common.runtime.settings import TierMemSettings, load_settings
 
 
 @dataclass(frozen=True)
+class PublishedEvent:
+    """One kind of event a service publishes: the AsyncAPI document is derived from these."""
+
+    subject: str
+    """The subject pattern (wildcards for the tenant and user tokens)."""
+    model: type[BaseModel]
+    description: str
+
+
+def _publishes_nothing(subjects: Subjects) -> Sequence[PublishedEvent]:
+    return ()
+
+
+@dataclass(frozen=True)
 class ServiceDefinition(Generic[SettingsT]):
     """A consumer service: its name, its settings class, its durable consumers, and how it
     registers its handlers."""
@@ -36,6 +51,8 @@ class ServiceDefinition(Generic[SettingsT]):
     background: Callable[[ServiceContext[SettingsT]], Coroutine[Any, Any, None]] | None = None
     """Optional long-running task (e.g. the pruner's schedule), started once the broker runs and
     cancelled at shutdown."""
+    publishes: Callable[[Subjects], Sequence[PublishedEvent]] = _publishes_nothing
+    """What the service publishes (dead letters excepted); the AsyncAPI document lists these."""
 
     def settings_from(self, base: TierMemSettings) -> SettingsT:
         """This service's settings: the shared values of `base`, plus its own fields from the
