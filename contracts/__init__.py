@@ -16,6 +16,7 @@ from contracts.events import (
     ErasureTarget,
     Message,
     MessageRole,
+    PruneReport,
     Scope,
     SessionCompleted,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "ErasureTarget",
     "Message",
     "MessageRole",
+    "PruneReport",
     "Scope",
     "SessionCompleted",
     "SizeLimitExceeded",

@@ -200,6 +200,28 @@ class ErasureCompleted(_Event):
     removed: dict[str, int] = Field(description="Removed items per store, e.g. {'episodes': 3, 'graph_nodes': 5}.")
 
 
+class PruneReport(_Event):
+    """What one prune pass removed (expired and never-recalled episodes, superseded fact versions)."""
+
+    event_type: Literal["prune.completed"] = Field(default="prune.completed", description="Discriminator.")
+    schema_version: Literal[1] = Field(default=1, description="Version of this event's schema.")
+    event_id: UUID = Field(
+        description="Deterministic id of the pass (from its clock reading); also the Nats-Msg-Id, so a pass "
+        "repeated at the same clock reading is published once."
+    )
+    now: AwareDatetime = Field(description="The clock reading every rule was evaluated against.")
+    started_at: AwareDatetime = Field(description="Wall-clock start of the pass.")
+    finished_at: AwareDatetime = Field(description="Wall-clock end of the pass.")
+    owners_scanned: int = Field(ge=0, description="Tenant/user pairs the pass looked at.")
+    removed: dict[str, int] = Field(
+        description="episodes_expired, episodes_unrecalled, passages, facts_superseded: how many points went."
+    )
+    truncated_owners: list[str] = Field(
+        default_factory=list,
+        description="tenant/user pairs whose scan hit the scan limit; the next pass continues there.",
+    )
+
+
 class DeadLetterRecord(_Event):
     """A message that could not be processed: poison, or out of deliveries."""
 
@@ -228,5 +250,6 @@ EVENT_MODELS: tuple[type[BaseModel], ...] = (
     EntityMerged,
     ErasureRequested,
     ErasureCompleted,
+    PruneReport,
     DeadLetterRecord,
 )

@@ -2,7 +2,8 @@
 pipeline on an embedded stack (nats-server, FalkorDB, Qdrant Edge, offline LLM mode); prints
 sessions per second and the ratio of the end-to-end time (publish → every consumer idle) to the time
 needed only to embed the texts the pipeline embedded (episode summaries, passages, facts) with the
-same model in the same run. Target ratio ≤ 1.3. Same as `tiermem bench ingest`.
+same model in the same run. Target ratio ≤ 1.3. Same as `tiermem bench ingest`; the implementation is
+services/cli/benchmarks/ingest.py.
 
     .venv/bin/python scripts/bench_ingest.py                       # 200 sessions over 20 users
     .venv/bin/python scripts/bench_ingest.py --sessions 50 --users 5
@@ -19,8 +20,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from services.cli.bench import render_ingest, run_ingest_bench
-from services.cli.eval import quiet_consumer_logs
+from services.cli.benchmarks.ingest import render_ingest, run_ingest_bench
+from services.cli.evaluation.harness import quiet_consumer_logs
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -12,7 +12,6 @@ from services.cli.consolidation import wait_until_idle
 from services.cli.ingest import load_sessions, publish_sessions
 from services.common.domain.owner import Owner
 from services.common.runtime.settings import TierMemSettings
-from services.common.stores.vector.port import EPISODES, FACTS
 
 if TYPE_CHECKING:
     from services.cli.stack import RunningServices
@@ -32,21 +31,21 @@ async def run_demo(settings: TierMemSettings, running: RunningServices, console:
     out.print(f"demo: published {counts.published} sessions ({counts.duplicate} already there)")
     await wait_until_idle(settings, all_services(), timeout_s=600)
 
-    index = await running.resources.vector_index()
+    episode_store = await running.resources.episodes()
+    fact_store = await running.resources.facts()
     graph = await running.resources.graph()
     for owner in sorted({Owner(e.tenant_id, e.user_id) for e in events}, key=lambda o: (o.tenant_id, o.user_id)):
         episodes = Table(title=f"episodes of {owner.tenant_id}/{owner.user_id}", show_lines=False)
         episodes.add_column("date")
         episodes.add_column("abstract")
-        for record in sorted(await index.scroll(EPISODES, owner), key=lambda r: r.payload.get("occurred_at_ts", 0)):
-            episodes.add_row(str(record.payload.get("occurred_at", ""))[:10], str(record.payload.get("abstract", "")))
+        for episode in sorted(await episode_store.scroll(owner), key=lambda e: e.occurred_at):
+            episodes.add_row(episode.occurred_at.date().isoformat(), episode.abstract)
         out.print(episodes)
         facts = Table(title=f"facts of {owner.tenant_id}/{owner.user_id}")
         for column in ("status", "subject", "attribute", "value", "text"):
             facts.add_column(column)
-        for record in sorted(await index.scroll(FACTS, owner), key=lambda r: str(r.payload.get("attribute"))):
-            payload = record.payload
-            facts.add_row(*(str(payload.get(key, "")) for key in ("status", "subject", "attribute", "value", "text")))
+        for fact in sorted((stored.fact for stored in await fact_store.scroll(owner)), key=lambda f: f.attribute):
+            facts.add_row(fact.status, fact.subject, fact.attribute, fact.value, fact.text)
         out.print(facts)
         entities = await graph.list_entities(owner, "personal")
         out.print(

@@ -100,17 +100,15 @@ def serve(
     ],
     data_dir: DataDirOption = None,
 ) -> None:
-    """Run one service alone against the servers named by settings (how Kubernetes runs it)."""
+    """Run one service alone against the servers named by settings (how Kubernetes runs it): one
+    consumer per process, wired by the same composition root as `tiermem up`."""
+    from services.cli.stack import all_services, serve_recall_api
+
     settings = _settings(data_dir)
     if service == "recall-api":
-        import uvicorn
-
-        from services.recall_api.app import create_app as create_recall_app
-
-        uvicorn.run(create_recall_app(), host=settings.http_host, port=settings.http_port)
+        asyncio.run(serve_recall_api(settings))
         return
-    from services.cli.stack import all_services
-    from services.common.runtime.service import create_service_app
+    from services.common.runtime.root import create_service_app
 
     definitions = {definition.name: definition for definition in all_services()}
     if service not in definitions:
@@ -122,8 +120,8 @@ def serve(
 
 def _register_subcommands() -> None:
     from services.cli.audit import audit_app
-    from services.cli.bench import bench_app
-    from services.cli.eval import eval_app
+    from services.cli.benchmarks.commands import bench_app
+    from services.cli.evaluation.commands import eval_app
     from services.cli.prune import prune_command
 
     app.command("prune")(prune_command)

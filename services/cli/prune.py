@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from contracts import Subjects
+from contracts import PruneReport, Subjects
 from services.common.runtime.broker import build_broker, connect_nats, provision
 from services.common.runtime.settings import TierMemSettings, load_settings
 from services.common.stores.erasure import ControlError, request_control
@@ -19,25 +19,26 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-async def run_prune_now(settings: TierMemSettings, timeout_s: float) -> tuple[dict[str, object], str]:
-    """The PruneReport (as JSON) of one pass, and who ran it ("running pruner" or "this process")."""
+async def run_prune_now(settings: TierMemSettings, timeout_s: float) -> tuple[PruneReport, str]:
+    """The PruneReport of one pass, and who ran it ("running pruner" or "this process")."""
     subjects = Subjects(settings.nats.subject_root)
     client = await connect_nats(settings.nats, "tiermem-cli-prune")
     try:
         result = await request_control(client, subjects, "prune", None, timeout_s)
         if result is not None:
-            return result, "running pruner"
+            return PruneReport.model_validate(result), "running pruner"
         await provision(client.jetstream(), settings.nats)
     finally:
         await client.close()
     return await _prune_here(settings), "this process"
 
 
-async def _prune_here(settings: TierMemSettings) -> dict[str, object]:
+async def _prune_here(settings: TierMemSettings) -> PruneReport:
     # The CLI is a composition root: it may build a service's context (services may not).
     from services.common.runtime.service import build_context
-    from services.pruner.handlers import DEFINITION, prune_once
+    from services.pruner.handlers import DEFINITION
     from services.pruner.logic import utc_now
+    from services.pruner.prune import prune_once
 
     pruner_settings = DEFINITION.settings_from(settings)
     broker = build_broker(pruner_settings, "cli-prune")
@@ -48,7 +49,7 @@ async def _prune_here(settings: TierMemSettings) -> dict[str, object]:
     finally:
         await context.resources.close()
         await broker.stop()
-    return report.model_dump(mode="json")
+    return report
 
 
 def prune_command(
@@ -72,9 +73,7 @@ def prune_command(
     except (ControlError, TimeoutError, ValueError, OSError) as exc:
         err_console.print(f"[red]error:[/] prune failed: {exc}")
         raise typer.Exit(1) from exc
-    removed = report.get("removed")
-    counts = ", ".join(f"{k} {v}" for k, v in removed.items()) if isinstance(removed, dict) else "nothing"
-    console.print(f"pruned ({where}, {report.get('owners_scanned', 0)} owners): {counts}")
-    truncated = report.get("truncated_owners")
-    if truncated:
-        console.print(f"[yellow]scan limit reached for[/] {truncated}; the next pass continues there")
+    counts = ", ".join(f"{k} {v}" for k, v in report.removed.items())
+    console.print(f"pruned ({where}, {report.owners_scanned} owners): {counts}")
+    if report.truncated_owners:
+        console.print(f"[yellow]scan limit reached for[/] {report.truncated_owners}; the next pass continues there")

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import httpx
 import typer
 from rich.console import Console
 
 from services.common.runtime.settings import DEFAULT_DATA_DIR, load_settings, read_stack_file
+
+if TYPE_CHECKING:
+    from services.recall_api.settings import RecallApiSettings
 
 recall_app = typer.Typer(help="Ask the running recall API (L0 auto-inject, L1 search/expand, L2 graph).")
 console = Console()
@@ -136,7 +140,6 @@ def mcp_command(
 ) -> None:
     """Serve the MCP tools over stdio (memory_search, memory_expand, knowledge_graph_search,
     memory_save, memory_recall)."""
-    from services.recall_api.mcp_server import run_stdio
     from services.recall_api.settings import RecallApiSettings
 
     resolved = _data_dir(data_dir)
@@ -151,4 +154,17 @@ def mcp_command(
         raise typer.Exit(2)
     if api_key is None and (resolved / "dev-api-key").exists():
         api_key = (resolved / "dev-api-key").read_text(encoding="utf-8").strip()
-    run_stdio(RecallApiSettings(**settings.model_dump()), api_key=api_key, user_id=user)
+    asyncio.run(_serve_mcp_stdio(RecallApiSettings(**settings.model_dump()), api_key, user))
+
+
+async def _serve_mcp_stdio(settings: RecallApiSettings, api_key: str | None, user: str | None) -> None:
+    """The MCP tools on the resources of a composition root without consumer services (the same
+    resources as every other shape), closed when the client closes stdin."""
+    from services.common.runtime.root import bootstrap
+    from services.recall_api.mcp_server import serve_stdio
+
+    root = await bootstrap(settings, [])
+    try:
+        await serve_stdio(settings, api_key=api_key, user_id=user, resources=root.resources)
+    finally:
+        await root.stop()

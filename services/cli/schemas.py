@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts import EVENT_MODELS, Subjects
+from services.common.runtime.service import PublishedEvent
 
 
 def event_schemas() -> dict[str, dict[str, Any]]:
@@ -19,12 +20,24 @@ def event_schemas() -> dict[str, dict[str, Any]]:
     return schemas
 
 
+def declared_publications(subjects: Subjects) -> list[PublishedEvent]:
+    """Every event of the pipeline with who publishes it: the upstream input, what each consumer
+    service declares in its definition, and what the recall API declares."""
+    from contracts import SessionCompleted
+    from services.cli.stack import all_services
+    from services.recall_api.publications import publishes as recall_api_publishes
+
+    upstream = PublishedEvent(
+        subjects.all_session_completed(), SessionCompleted, "Upstream chat systems publish finished sessions here."
+    )
+    declared = [event for definition in all_services() for event in definition.publishes(subjects)]
+    return [upstream, *declared, *recall_api_publishes(subjects)]
+
+
 def asyncapi_document() -> dict[str, Any]:
     """Every service's subscribers plus the events they publish, on one (unconnected) broker."""
     from faststream.specification import AsyncAPI
 
-    from contracts import EntityMerged, EntityUpserted, EpisodeCreated, ErasureCompleted, ErasureRequested
-    from contracts import SessionCompleted as Session
     from services.cli.stack import all_services
     from services.common.runtime.broker import build_broker
     from services.common.runtime.resources import Resources
@@ -37,16 +50,10 @@ def asyncapi_document() -> dict[str, Any]:
     resources = Resources(settings)
     for definition in all_services():
         definition.register(broker, build_context(definition.settings_from(settings), broker, resources))
-    documented: list[tuple[str, type[Any], str]] = [
-        (subjects.all_session_completed(), Session, "Upstream chat systems publish finished sessions here."),
-        (subjects.all_of("episode.created"), EpisodeCreated, "episodic-summarizer: an episode was stored."),
-        (subjects.all_of("entity.upserted"), EntityUpserted, "semantic-extractor: an entity changed."),
-        (subjects.all_of("entity.merged"), EntityMerged, "dedup: duplicate entities were merged."),
-        (subjects.all_of("erasure.requested"), ErasureRequested, "recall-api: a user asked to be forgotten."),
-        (subjects.all_of("erasure.completed"), ErasureCompleted, "pruner: an erasure finished."),
-    ]
-    for subject, model, description in documented:
-        broker.publisher(subject, schema=model, title=f"publish:{subject}", description=description)
+    for event in declared_publications(subjects):
+        broker.publisher(
+            event.subject, schema=event.model, title=f"publish:{event.subject}", description=event.description
+        )
     spec = AsyncAPI(broker, title="tiermem", version="1", description="tiermem event pipeline").to_specification()
     document: dict[str, Any] = json.loads(spec.to_json())
     return document

@@ -1,5 +1,6 @@
 """The embedded stack: nats-server and FalkorDB as child processes on loopback, every service and
-the recall HTTP API in this one process, data in one directory."""
+the recall HTTP API in this one process, data in one directory. Services are wired by the one
+composition root (services/common/runtime/root.py); this module knows which services exist."""
 
 from __future__ import annotations
 
@@ -11,26 +12,16 @@ import os
 import secrets
 import signal
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faststream.nats import NatsBroker
-
-from contracts import Subjects
 from services.cli.servers.falkordb_server import FalkorDBServer
 from services.cli.servers.nats_server import NatsServer
 from services.cli.servers.net import ensure_port_free, free_port
-from services.common.runtime.broker import (
-    DeadLetterWriter,
-    EventPublisher,
-    build_broker,
-    connect_nats,
-    provision,
-    watch_max_deliveries,
-)
-from services.common.runtime.resources import Resources, ServiceContext
-from services.common.runtime.service import ServiceDefinition, build_context
+from services.common.runtime.resources import Resources
+from services.common.runtime.root import HttpApi, ServiceRoot, bootstrap
+from services.common.runtime.service import ServiceDefinition
 from services.common.runtime.settings import TierMemSettings, load_settings, stack_file
 
 log = logging.getLogger(__name__)
@@ -69,27 +60,9 @@ def _load_or_create_secrets(data_dir: Path) -> dict[str, str]:
     return values
 
 
-@dataclass
-class RunningServices:
-    """The consumer services running on one broker, sharing one set of stores."""
-
-    broker: NatsBroker
-    resources: Resources
-    contexts: dict[str, ServiceContext[Any]]
-    advisory_client: Any = None
-    background: list[asyncio.Task[Any]] = field(default_factory=list)
-
-    async def stop(self) -> None:
-        for task in self.background:
-            task.cancel()
-        for task in self.background:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        await self.broker.stop()
-        if self.advisory_client is not None:
-            with contextlib.suppress(Exception):
-                await self.advisory_client.drain()
-        await self.resources.close()
+RunningServices = ServiceRoot
+"""The consumer services running on one broker, sharing one set of stores (the composition root;
+this name stays for the eval and bench code)."""
 
 
 async def start_services(
@@ -97,27 +70,40 @@ async def start_services(
     definitions: Sequence[ServiceDefinition[Any]] | None = None,
     resources: Resources | None = None,
 ) -> RunningServices:
-    """Provision streams and consumers, register every service on one broker and start it."""
-    definitions = list(definitions if definitions is not None else all_services())
-    subjects = Subjects(settings.nats.subject_root)
-    resources = resources or Resources(settings)
-    broker = build_broker(settings, "embedded")
-    contexts: dict[str, ServiceContext[Any]] = {}
-    for definition in definitions:
-        context = build_context(definition.settings_from(settings), broker, resources)
-        definition.register(broker, context)
-        contexts[definition.name] = context
-    client = await connect_nats(settings.nats, "tiermem-embedded-admin")
-    js = client.jetstream()
-    await provision(js, settings.nats, [spec for d in definitions for spec in d.consumers(subjects)])
-    await broker.start()
-    publisher = EventPublisher(broker)
-    await watch_max_deliveries(client, js, subjects, DeadLetterWriter(publisher, subjects))
-    running = RunningServices(broker=broker, resources=resources, contexts=contexts, advisory_client=client)
-    for definition in definitions:
-        if definition.background is not None:
-            running.background.append(asyncio.create_task(definition.background(contexts[definition.name])))
-    return running
+    """Every service (or `definitions`) on one broker, started through the composition root."""
+    return await bootstrap(
+        settings, list(definitions if definitions is not None else all_services()), resources=resources
+    )
+
+
+def recall_http_api(host: str, port: int, log_level: str = "info") -> HttpApi:
+    """The recall HTTP API (with its MCP endpoint), served by the root on the root's resources."""
+
+    def _build(resources: Resources) -> Any:
+        from services.recall_api.app import create_app as create_recall_app
+
+        return create_recall_app(resources=resources)
+
+    return HttpApi(build=_build, host=host, port=port, log_level=log_level)
+
+
+async def serve_recall_api(settings: TierMemSettings) -> None:
+    """`tiermem serve recall-api`: the recall API alone (how Kubernetes runs it), until a signal."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        root = await bootstrap(settings, [], http_api=recall_http_api(settings.http_host, settings.http_port))
+        try:
+            await root.wait(stop)
+        finally:
+            await root.stop()
+    finally:
+        # Only now: uvicorn re-raises the signal it caught once it has stopped, which must not
+        # find the default handler (that would end the process before the resources close).
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
 
 
 @dataclass
@@ -178,10 +164,6 @@ async def run_embedded(
 ) -> None:
     """`tiermem up`: run until SIGINT/SIGTERM (or `stop_event`), then stop everything. `data_dir`
     should be absolute: the stack file records paths inside it."""
-    import uvicorn
-
-    from services.recall_api.app import create_app as create_recall_app
-
     ensure_port_free(http_port, "the recall HTTP API")
     servers, creds = start_servers(data_dir)
     stop = stop_event or asyncio.Event()
@@ -189,39 +171,27 @@ async def run_embedded(
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     running: RunningServices | None = None
-    http_server: uvicorn.Server | None = None
-    http_task: asyncio.Task[None] | None = None
     try:
         write_stack_file(data_dir, servers, creds, http_port)
         settings = load_settings(data_dir)
-        running = await start_services(settings)
-        recall_app = create_recall_app(resources=running.resources)
-        http_server = uvicorn.Server(
-            uvicorn.Config(recall_app, host="127.0.0.1", port=http_port, log_level="warning", lifespan="on")
+        running = await bootstrap(
+            settings, all_services(), http_api=recall_http_api("127.0.0.1", http_port, log_level="warning")
         )
-        http_task = asyncio.create_task(http_server.serve())
-        while not http_server.started:
-            if http_task.done():
-                http_task.result()
-                raise RuntimeError("the recall HTTP API stopped during start-up")
-            await asyncio.sleep(0.02)
         if on_ready is not None:
             on_ready(settings)
         if demo:
             from services.cli.demo import run_demo
 
             await run_demo(settings, running)
-        await stop.wait()
+        await running.wait(stop)
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
-        if http_server is not None:
-            http_server.should_exit = True
-        if http_task is not None:
-            with contextlib.suppress(Exception):
-                await http_task
-        if running is not None:
-            await running.stop()
-        servers.stop()
-        with contextlib.suppress(FileNotFoundError):
-            stack_file(data_dir).unlink()
+        try:
+            if running is not None:
+                await running.stop()
+        finally:
+            # After the stop: the signal uvicorn re-raises once stopped must find our handler.
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+            servers.stop()
+            with contextlib.suppress(FileNotFoundError):
+                stack_file(data_dir).unlink()

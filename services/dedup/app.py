@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from faststream import FastStream
 
-from services.common.runtime.service import create_service_app
+from services.common.runtime.root import create_service_app
 from services.dedup.handlers import DEFINITION
 
 

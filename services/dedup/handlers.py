@@ -15,8 +15,7 @@ from services.common.domain.owner import Owner
 from services.common.gateways.embedder import Embedder
 from services.common.runtime.broker import ConsumerSpec, Delivery, durable_subscriber
 from services.common.runtime.resources import ServiceContext
-from services.common.runtime.service import ServiceDefinition
-from services.common.stores.fact_store import rekey_subject
+from services.common.runtime.service import PublishedEvent, ServiceDefinition
 from services.dedup.logic import (
     EntityView,
     LLMDisambiguation,
@@ -113,10 +112,8 @@ async def handle_entity(event: EntityUpserted, delivery: Delivery, ctx: Context,
     result = await graph.merge_entities(owner, canonical.entity_id, [duplicate.entity_id])
     # Re-keying runs even when the merge was already done (a redelivery after a crash, or another
     # worker): it is idempotent, and it is what finishes an interrupted merge.
-    moved = await rekey_subject(
-        await ctx.resources.vector_index(),
-        ctx.resources.embedder(),
-        ctx.resources.keywords(),
+    facts = await ctx.resources.facts()
+    moved = await facts.rekey_subject(
         owner,
         from_subjects=[duplicate.name, *duplicate.aliases],
         to_subject=canonical.name,
@@ -155,4 +152,12 @@ def register(broker: NatsBroker, ctx: Context) -> None:
     durable_subscriber(broker, ctx.settings.nats, spec, EntityUpserted, _handler, ctx.dead_letters)
 
 
-DEFINITION = ServiceDefinition(name=NAME, settings_type=DedupSettings, consumers=consumers, register=register)
+DEFINITION = ServiceDefinition(
+    name=NAME,
+    settings_type=DedupSettings,
+    consumers=consumers,
+    register=register,
+    publishes=lambda subjects: (
+        PublishedEvent(subjects.all_of("entity.merged"), EntityMerged, "dedup: duplicate entities were merged."),
+    ),
+)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
 
 from faststream.nats import NatsBroker
 
@@ -16,8 +14,8 @@ from services.common.domain.owner import Owner
 from services.common.domain.text import detect_language
 from services.common.runtime.broker import ConsumerSpec, Delivery, PoisonMessage, durable_subscriber
 from services.common.runtime.resources import ServiceContext
-from services.common.runtime.service import ServiceDefinition
-from services.common.stores.vector.port import EPISODES, PASSAGES, SearchFilter, VectorRecord
+from services.common.runtime.service import PublishedEvent, ServiceDefinition
+from services.common.stores.episodes import Episode, ModelUsage, episode_id_for
 from services.episodic_summarizer.logic import (
     SummaryOutput,
     build_summary_prompt,
@@ -43,14 +41,6 @@ def consumers(subjects: Subjects) -> Sequence[ConsumerSpec]:
     ]
 
 
-def episode_id_for(tenant_id: str, user_id: str, session_id: str) -> str:
-    return str(deterministic_uuid("episode", tenant_id, user_id, session_id))
-
-
-def passage_id_for(episode_id: str, index: int) -> str:
-    return str(deterministic_uuid("passage", episode_id, str(index)))
-
-
 async def handle_session(
     event: SessionCompleted, delivery: Delivery, ctx: ServiceContext[EpisodicSummarizerSettings]
 ) -> None:
@@ -71,91 +61,40 @@ async def handle_session(
     abstract = make_abstract(summary.summary) or make_abstract(
         " ".join(m.content for m in event.messages if m.role == "user")
     )
-    passages = chunk_passages(event.messages, max_chars=ctx.settings.passage_max_chars)
-
-    episode_id = episode_id_for(event.tenant_id, event.user_id, event.session_id)
-    embedder = ctx.resources.embedder()
-    keywords = ctx.resources.keywords()
-    index = await ctx.resources.vector_index()
-
-    texts = [summary.summary, *(p.text for p in passages)]
-    vectors = await embedder.embed_passages(texts)
-    sparse = await asyncio.to_thread(keywords.encode_documents, texts)
-
-    occurred_at = event.ended_at
-    expires_at = occurred_at + timedelta(days=ctx.settings.episode_ttl_days)
-    existing = await index.get(EPISODES, owner, [episode_id])
-    kept: dict[str, Any] = {}
-    if existing:
-        # A replay must not reset what recall has recorded.
-        kept = {k: existing[0].payload.get(k) for k in ("recall_count", "last_recalled_at_ts")}
-    common = {
-        "agent_id": event.agent_id,
-        "session_id": event.session_id,
-        "scope": event.scope,
-        "channel": event.channel,
-        "occurred_at": occurred_at.isoformat(),
-        "occurred_at_ts": occurred_at.timestamp(),
-        "expires_at": expires_at.isoformat(),
-        "expires_at_ts": expires_at.timestamp(),
-        "episode_id": episode_id,
-        "language": language,
-    }
-    episode_payload = {
-        **common,
-        "kind": "episode",
-        "summary": summary.summary,
-        "abstract": abstract,
-        "entity_names": list(summary.entity_names),
-        "source_event_id": str(event.event_id),
-        "raw_stream": ctx.subjects.session_stream,
-        "raw_stream_sequence": delivery.stream_sequence,
-        "passage_count": len(passages),
-        "recall_count": kept.get("recall_count") or 0,
-        "last_recalled_at_ts": kept.get("last_recalled_at_ts"),
-        **usage,
-    }
-    records = [VectorRecord(id=episode_id, dense=vectors[0], sparse=sparse[0], payload=episode_payload)]
-    passage_records = [
-        VectorRecord(
-            id=passage_id_for(episode_id, p.index),
-            dense=vectors[i + 1],
-            sparse=sparse[i + 1],
-            payload={
-                **common,
-                "kind": "passage",
-                "index": p.index,
-                "text": p.text,
-                "first_turn": p.first_turn,
-                "last_turn": p.last_turn,
-            },
-        )
-        for i, p in enumerate(passages)
+    episode = Episode(
+        episode_id=episode_id_for(owner, event.session_id),
+        session_id=event.session_id,
+        agent_id=event.agent_id,
+        occurred_at=event.ended_at,
+        expires_at=event.ended_at + timedelta(days=ctx.settings.episode_ttl_days),
+        scope=event.scope,
+        channel=event.channel,
+        language=language,
+        summary=summary.summary,
+        abstract=abstract,
+        entity_names=tuple(summary.entity_names),
+        source_event_id=str(event.event_id),
+        raw_stream=ctx.subjects.session_stream,
+        raw_stream_sequence=delivery.stream_sequence,
+        usage=usage,
+    )
+    passages = [
+        episode.passage(p.index, p.text, first_turn=p.first_turn, last_turn=p.last_turn)
+        for p in chunk_passages(event.messages, max_chars=ctx.settings.passage_max_chars)
     ]
-    # A session re-sent with fewer turns must not leave stale passages behind.
-    current_ids = [r.id for r in passage_records]
-    stale = [
-        r.id
-        for r in await index.scroll(PASSAGES, owner, SearchFilter(match={"episode_id": episode_id}), limit=10_000)
-        if r.id not in current_ids
-    ]
-    if stale:
-        await index.delete(PASSAGES, owner, SearchFilter(ids=stale))
-    if passage_records:
-        await index.upsert(PASSAGES, owner, passage_records)
-    await index.upsert(EPISODES, owner, records)
+    await (await ctx.resources.episodes()).write(owner, episode, passages)
 
     created = EpisodeCreated(
         event_id=deterministic_uuid("episode-created", str(event.event_id)),
         source_event_id=event.event_id,
-        episode_id=episode_id,
+        episode_id=episode.episode_id,
         tenant_id=event.tenant_id,
         user_id=event.user_id,
         agent_id=event.agent_id,
         session_id=event.session_id,
         channel=event.channel,
         scope=event.scope,
-        occurred_at=occurred_at,
+        occurred_at=episode.occurred_at,
         language=language,
         summary=summary.summary,
         abstract=abstract,
@@ -173,23 +112,23 @@ async def handle_session(
 
 async def _summarise(
     event: SessionCompleted, language: str, delivery: Delivery, ctx: ServiceContext[EpisodicSummarizerSettings]
-) -> tuple[SummaryOutput, dict[str, Any]]:
+) -> tuple[SummaryOutput, ModelUsage]:
     llm = ctx.resources.llm()
     if not llm.online:
         summary = extractive_summary(event.messages, language, max_sentences=ctx.settings.summary_max_sentences)
-        return summary, {"model": "offline-extractive", "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+        return summary, ModelUsage(model="offline-extractive")
     result = await llm.complete_json(
         build_summary_prompt(event, language),
         SummaryOutput,
         on_progress=delivery.in_progress,
         purpose="episode_summary",
     )
-    return result.value, {
-        "model": result.model,
-        "prompt_tokens": result.prompt_tokens,
-        "completion_tokens": result.completion_tokens,
-        "cost_usd": result.cost_usd,
-    }
+    return result.value, ModelUsage(
+        model=result.model,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        cost_usd=result.cost_usd,
+    )
 
 
 def register(broker: NatsBroker, ctx: ServiceContext[EpisodicSummarizerSettings]) -> None:
@@ -202,5 +141,13 @@ def register(broker: NatsBroker, ctx: ServiceContext[EpisodicSummarizerSettings]
 
 
 DEFINITION = ServiceDefinition(
-    name=NAME, settings_type=EpisodicSummarizerSettings, consumers=consumers, register=register
+    name=NAME,
+    settings_type=EpisodicSummarizerSettings,
+    consumers=consumers,
+    register=register,
+    publishes=lambda subjects: (
+        PublishedEvent(
+            subjects.all_of("episode.created"), EpisodeCreated, "episodic-summarizer: an episode was stored."
+        ),
+    ),
 )

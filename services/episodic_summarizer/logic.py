@@ -6,12 +6,9 @@ No I/O here: the handler wires these to the LLM gateway, the embedder and the st
 
 from __future__ import annotations
 
-import functools
 import re
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +21,7 @@ from services.common.domain.text import (
     truncate_codepoints,
     truncate_with_ellipsis,
 )
+from services.common.gateways import kiwi
 
 # ---- output schema ------------------------------------------------------------------------------
 
@@ -273,20 +271,9 @@ def _is_filler(sentence: str) -> bool:
     return len(sentence) < 60 and without_names.strip() != sentence.strip() and is_trivial_message(without_names)
 
 
-@functools.cache
-def _kiwi() -> Any:
-    from kiwipiepy import Kiwi
-
-    return Kiwi()
-
-
-_kiwi_lock = threading.Lock()
-
-
 def _korean_proper_nouns(text: str) -> list[str]:
     """Proper nouns (NNP) and Latin-script words (SL) kiwipiepy finds in Korean text."""
-    with _kiwi_lock:
-        tokens = _kiwi().tokenize(text)
+    tokens = kiwi.tokenize(text)
     return [t.form for t in tokens if (t.tag == "NNP" and len(t.form) >= 2) or (t.tag == "SL" and len(t.form) >= 2)]
 
 

@@ -26,10 +26,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
-
 from contracts import Message, SessionCompleted
 from services.common.domain.text import split_sentences
+from services.common.stores.episodes import PointTimes
+from services.common.stores.facts import FactLifetime
 
 Clock = Callable[[], datetime]
 """Returns the current time (timezone-aware). Injected so tests control it."""
@@ -69,66 +69,34 @@ class PrunePolicy:
         )
 
 
-def _epoch(payload: Mapping[str, Any], key: str) -> float | None:
-    value = payload.get(key)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _iso_epoch(payload: Mapping[str, Any], key: str) -> float | None:
-    value = payload.get(key)
-    if not isinstance(value, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed.timestamp() if parsed.tzinfo is not None else None
-
-
-def episode_verdict(payload: Mapping[str, Any], now: datetime, policy: PrunePolicy) -> EpisodeVerdict | None:
+def episode_verdict(times: PointTimes, now: datetime, policy: PrunePolicy) -> EpisodeVerdict | None:
     """Why the episode should be pruned at `now`, or None to keep it. An episode that carries no
     usable time is kept: nothing is deleted on a guess."""
     now_ts = _check_aware(now)
-    expires = _epoch(payload, "expires_at_ts")
-    if expires is not None and expires <= now_ts:
+    if times.expires_at_ts is not None and times.expires_at_ts <= now_ts:
         return "expired"
     if policy.unrecalled_max_age is None:
         return None
-    times = [t for t in (_epoch(payload, "occurred_at_ts"), _epoch(payload, "last_recalled_at_ts")) if t is not None]
-    if not times:
+    known = [t for t in (times.occurred_at_ts, times.last_recalled_at_ts) if t is not None]
+    if not known:
         return None
-    if now_ts - max(times) >= policy.unrecalled_max_age.total_seconds():
+    if now_ts - max(known) >= policy.unrecalled_max_age.total_seconds():
         return "unrecalled"
     return None
 
 
-def passage_expired(payload: Mapping[str, Any], now: datetime) -> bool:
+def passage_expired(times: PointTimes, now: datetime) -> bool:
     """A passage left behind by its episode (a crash between the two deletes) past its TTL."""
-    expires = _epoch(payload, "expires_at_ts")
-    return expires is not None and expires <= _check_aware(now)
+    return times.expires_at_ts is not None and times.expires_at_ts <= _check_aware(now)
 
 
-def is_superseded_fact(payload: Mapping[str, Any]) -> bool:
-    return (
-        payload.get("status") == "superseded"
-        or payload.get("valid_to") is not None
-        or payload.get("valid_to_ts") is not None
-        or payload.get("superseded_by") is not None
-    )
-
-
-def superseded_fact_due(payload: Mapping[str, Any], now: datetime, policy: PrunePolicy) -> bool:
+def superseded_fact_due(lifetime: FactLifetime, now: datetime, policy: PrunePolicy) -> bool:
     """True when the fact is a superseded version whose grace period has run out. Current facts are
     never due; a superseded fact without a usable end time is kept."""
     now_ts = _check_aware(now)
-    if not is_superseded_fact(payload):
+    if not lifetime.superseded or lifetime.ended_at_ts is None:
         return False
-    ended = _epoch(payload, "valid_to_ts") or _iso_epoch(payload, "valid_to") or _iso_epoch(payload, "updated_at")
-    if ended is None:
-        return False
-    return now_ts - ended >= policy.superseded_grace.total_seconds()
+    return now_ts - lifetime.ended_at_ts >= policy.superseded_grace.total_seconds()
 
 
 def seconds_until_next_pass(now_s: float, interval_s: float, earliest_s: float) -> float:
@@ -143,37 +111,14 @@ def seconds_until_next_pass(now_s: float, interval_s: float, earliest_s: float) 
     return max(next_slot - now_s, 0.0)
 
 
-def plan_episode_prune(
-    records: Iterable[tuple[str, Mapping[str, Any]]], now: datetime, policy: PrunePolicy
-) -> dict[str, EpisodeVerdict]:
-    """Episode id → verdict, for the episodes among `records` that should go."""
+def plan_episode_prune(episodes: Iterable[PointTimes], now: datetime, policy: PrunePolicy) -> dict[str, EpisodeVerdict]:
+    """Episode id → verdict, for the episodes among `episodes` that should go."""
     planned: dict[str, EpisodeVerdict] = {}
-    for record_id, payload in records:
-        verdict = episode_verdict(payload, now, policy)
+    for times in episodes:
+        verdict = episode_verdict(times, now, policy)
         if verdict is not None:
-            planned[record_id] = verdict
+            planned[times.point_id] = verdict
     return planned
-
-
-class PruneReport(BaseModel):
-    """What one prune pass removed. Published on `Subjects.prune_completed()`."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    event_type: Literal["prune.completed"] = Field(default="prune.completed", description="Discriminator.")
-    schema_version: Literal[1] = Field(default=1, description="Version of this event's schema.")
-    event_id: UUID = Field(description="Deterministic id of the pass (from its clock reading).")
-    now: AwareDatetime = Field(description="The clock reading every rule was evaluated against.")
-    started_at: AwareDatetime = Field(description="Wall-clock start of the pass.")
-    finished_at: AwareDatetime = Field(description="Wall-clock end of the pass.")
-    owners_scanned: int = Field(ge=0, description="Tenant/user pairs the pass looked at.")
-    removed: dict[str, int] = Field(
-        description="episodes_expired, episodes_unrecalled, passages, facts_superseded: how many points went."
-    )
-    truncated_owners: list[str] = Field(
-        default_factory=list,
-        description="tenant/user pairs whose scan hit the scan limit; the next pass continues there.",
-    )
 
 
 def add_counts(total: dict[str, int], more: Mapping[str, int]) -> dict[str, int]:

@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from starlette.routing import Route
 
 from services.common.runtime.resources import Resources
+from services.common.runtime.root import ServiceRoot, compose
 from services.common.runtime.settings import load_settings
 from services.recall_api.auth import check_api_keys
 from services.recall_api.mcp_server import build_mcp_server, streamable_http_endpoint
@@ -33,9 +34,13 @@ def create_app(settings: RecallApiSettings | None = None, resources: Resources |
         base = resources.settings if resources is not None else load_settings()
         settings = base if isinstance(base, RecallApiSettings) else RecallApiSettings(**base.model_dump())
     check_api_keys(settings.api_keys)
-    owns_resources = resources is None
-    shared = resources or Resources(settings)
-    service = RecallService(settings, shared)
+    # Alone, the app owns a composition root without services: its resources are built and
+    # closed the same way as in every other shape.
+    root: ServiceRoot | None = None
+    if resources is None:
+        root = compose(settings, [])
+        resources = root.resources
+    service = RecallService(settings, resources)
     mcp = build_mcp_server(service)
     mcp_endpoint = streamable_http_endpoint(mcp, settings)
 
@@ -43,14 +48,16 @@ def create_app(settings: RecallApiSettings | None = None, resources: Resources |
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if not settings.api_keys:
             log.warning("recall-api has no API keys configured: every /v1 and MCP request will be refused (401)")
+        if root is not None:
+            await root.start()
         await service.start()
         try:
             async with mcp.session_manager.run():
                 yield
         finally:
             await service.stop()
-            if owns_resources:
-                await shared.close()
+            if root is not None:
+                await root.stop()
 
     app = FastAPI(
         title="tiermem recall API",

@@ -24,10 +24,11 @@ from pydantic import ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.common.runtime.resources import Resources
-from services.recall_api import logic
 from services.recall_api.auth import Principal, bearer_token, check_api_keys, tenant_for_key, valid_id
+from services.recall_api.errors import FactRejected, StoreUnavailable
+from services.recall_api.instructions import memory_instructions
 from services.recall_api.schemas import GraphSearchRequest, SaveFactRequest, SearchRequest
-from services.recall_api.service import FactRejected, RecallService, StoreUnavailable
+from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
 
 log = logging.getLogger(__name__)
@@ -79,10 +80,18 @@ def build_mcp_server(service: RecallService, *, fixed: Principal | None = None) 
     server: MCPServer[Any] = MCPServer(
         "tiermem",
         title="tiermem memory",
-        instructions=logic.memory_instructions("en"),
+        instructions=memory_instructions("en"),
         log_level="WARNING",
         warn_on_duplicate_tools=True,
     )
+    _add_search_tools(server, service, fixed)
+    _add_graph_tool(server, service, fixed)
+    _add_fact_tools(server, service, fixed)
+    return server
+
+
+def _add_search_tools(server: MCPServer[Any], service: RecallService, fixed: Principal | None) -> None:
+    """L1: memory_search and memory_expand."""
 
     @server.tool(
         description=(
@@ -134,6 +143,10 @@ def build_mcp_server(service: RecallService, *, fixed: Principal | None = None) 
             raise ToolError(NOT_FOUND)
         return expanded.model_dump(mode="json")
 
+
+def _add_graph_tool(server: MCPServer[Any], service: RecallService, fixed: Principal | None) -> None:
+    """L2: knowledge_graph_search."""
+
     @server.tool(
         description=(
             "Look up how people, projects, technologies and organisations are connected, starting from an entity "
@@ -168,6 +181,10 @@ def build_mcp_server(service: RecallService, *, fixed: Principal | None = None) 
         except StoreUnavailable as exc:
             raise ToolError(str(exc)) from exc
         return result.model_dump(mode="json")
+
+
+def _add_fact_tools(server: MCPServer[Any], service: RecallService, fixed: Principal | None) -> None:
+    """Facts: memory_save and memory_recall."""
 
     @server.tool(
         description=(
@@ -237,8 +254,6 @@ def build_mcp_server(service: RecallService, *, fixed: Principal | None = None) 
         except StoreUnavailable as exc:
             raise ToolError(str(exc)) from exc
         return result.model_dump(mode="json")
-
-    return server
 
 
 def streamable_http_endpoint(server: MCPServer[Any], settings: RecallApiSettings) -> ASGIApp:

@@ -1,6 +1,6 @@
 """Recall counts (`recall_count`, `last_recalled_at_ts`), which the pruner uses to find memories
 nobody needs, are written off the response path: requests only enqueue; one background task
-coalesces and writes them with `set_payload`."""
+coalesces them and writes them through the episode and fact stores."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ from dataclasses import dataclass
 
 from services.common.domain.owner import Owner
 from services.common.runtime.resources import Resources
+from services.recall_api.ranking import MemoryKind
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class _Recalled:
-    collection: str
+    kind: MemoryKind
     owner: Owner
     ids: tuple[str, ...]
     at_ts: float
@@ -47,14 +48,14 @@ class RecallCountUpdater:
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="recall-count-updater")
 
-    def submit(self, collection: str, owner: Owner, ids: Sequence[str], at_ts: float) -> None:
+    def submit(self, kind: MemoryKind, owner: Owner, ids: Sequence[str], at_ts: float) -> None:
         if not ids:
             return
         try:
-            self._queue.put_nowait(_Recalled(collection, owner, tuple(ids), at_ts))
+            self._queue.put_nowait(_Recalled(kind, owner, tuple(ids), at_ts))
         except asyncio.QueueFull:
             self.dropped += 1
-            log.warning("recall-count queue full: dropped an update of %d %s for %s", len(ids), collection, owner)
+            log.warning("recall-count queue full: dropped an update of %d %ss for %s", len(ids), kind, owner)
 
     async def drain(self) -> None:
         """Wait until everything submitted so far is written (tests, shutdown)."""
@@ -93,26 +94,15 @@ class RecallCountUpdater:
                     self._queue.task_done()
 
     async def _write(self, items: Sequence[_Recalled]) -> None:
-        # Coalesce: per (collection, owner), each id's number of recalls and latest time.
-        grouped: dict[tuple[str, Owner], dict[str, tuple[int, float]]] = defaultdict(dict)
+        # Coalesce: per (kind, owner), each id's number of recalls and latest time.
+        grouped: dict[tuple[MemoryKind, Owner], dict[str, tuple[int, float]]] = defaultdict(dict)
         for item in items:
-            per_id = grouped[(item.collection, item.owner)]
+            per_id = grouped[(item.kind, item.owner)]
             for point_id in item.ids:
                 count, latest = per_id.get(point_id, (0, 0.0))
                 per_id[point_id] = (count + 1, max(latest, item.at_ts))
-        index = await self._resources.vector_index()
-        for (collection, owner), per_id in grouped.items():
-            stored = await index.get(collection, owner, list(per_id))
-            for record in stored:
-                increment, latest = per_id[record.id]
-                current = record.payload.get("recall_count")
-                previous = current if isinstance(current, int) and not isinstance(current, bool) else 0
-                last = record.payload.get("last_recalled_at_ts")
-                latest = max(latest, float(last)) if isinstance(last, int | float) else latest
-                await index.set_payload(
-                    collection,
-                    owner,
-                    [record.id],
-                    {"recall_count": previous + increment, "last_recalled_at_ts": latest},
-                )
-                self.written += 1
+        for (kind, owner), per_id in grouped.items():
+            if kind == "episode":
+                self.written += await (await self._resources.episodes()).record_recalls(owner, per_id)
+            else:
+                self.written += await (await self._resources.facts()).record_recalls(owner, per_id)

@@ -9,8 +9,9 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Requ
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from contracts.events import ID_PATTERN, Channel
-from services.recall_api import logic
+from services.recall_api import instructions
 from services.recall_api.auth import bearer_token, tenant_for_key
+from services.recall_api.errors import FactRejected, StoreUnavailable
 from services.recall_api.schemas import (
     AutoRecallRequest,
     AutoRecallResponse,
@@ -25,7 +26,7 @@ from services.recall_api.schemas import (
     SearchRequest,
     SearchResponse,
 )
-from services.recall_api.service import FactRejected, RecallService, StoreUnavailable
+from services.recall_api.service import RecallService
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +170,7 @@ async def memory_instructions(
 ) -> Instructions:
     del tenant  # authenticated like every /v1 call; the text is the same for every tenant
     try:
-        return Instructions(lang=lang, text=logic.memory_instructions(lang))
+        return Instructions(lang=lang, text=instructions.memory_instructions(lang))
     except ValueError as exc:
         raise HTTPException(status_code=status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
 

@@ -15,22 +15,12 @@ from services.common.domain.ids import deterministic_uuid
 from services.common.domain.owner import Owner
 from services.common.runtime.broker import ConsumerSpec, Delivery, durable_subscriber
 from services.common.runtime.resources import ServiceContext
-from services.common.runtime.service import ServiceDefinition
-from services.common.stores.fact_store import write_fact
-from services.common.stores.graph.repository import (
-    EntityInput,
-    EpisodeRef,
-    RelationInput,
-    entity_key,
-    normalise_entity_name,
-)
+from services.common.runtime.service import PublishedEvent, ServiceDefinition
+from services.common.stores.graph.repository import EntityInput, EpisodeRef, RelationInput
 from services.common.stores.raw_sessions import read_raw_session
-from services.semantic_extractor.logic import (
-    ExtractionOutput,
-    build_extraction_prompt,
-    heuristic_extract,
-    to_fact_candidates,
-)
+from services.semantic_extractor.heuristic import heuristic_extract
+from services.semantic_extractor.prompt import build_extraction_prompt
+from services.semantic_extractor.schema import ExtractionOutput, to_fact_candidates
 from services.semantic_extractor.settings import SemanticExtractorSettings
 
 log = logging.getLogger(__name__)
@@ -113,21 +103,11 @@ async def handle_episode(event: EpisodeCreated, delivery: Delivery, ctx: Context
         [EntityInput(name=entity.name, entity_type=entity.type) for entity in extraction.entities],
         episode,
     )
-    # Results come one per distinct input key, in order of first appearance (merged keys redirect).
-    input_keys = list(dict.fromkeys(entity_key(owner, event.scope, e.name.strip()) for e in extraction.entities))
-    live_key = dict(zip(input_keys, (result.key for result in upserted), strict=True))
-    keys = {
-        normalise_entity_name(e.name): live_key[entity_key(owner, event.scope, e.name.strip())]
-        for e in extraction.entities
-    }
     relations = [
-        RelationInput(
-            source_key=keys[normalise_entity_name(relation.source)],
-            relation_type=relation.type,
-            target_key=keys[normalise_entity_name(relation.target)],
-        )
+        RelationInput(source_key=source, relation_type=relation.type, target_key=target)
         for relation in extraction.relations
-        if normalise_entity_name(relation.source) in keys and normalise_entity_name(relation.target) in keys
+        if (source := upserted.key_for(relation.source)) is not None
+        and (target := upserted.key_for(relation.target)) is not None
     ]
     if relations:
         await graph.upsert_relations(owner, event.scope, relations, episode)
@@ -143,12 +123,10 @@ async def handle_episode(event: EpisodeCreated, delivery: Delivery, ctx: Context
         language=event.language,
         provenance=provenance,
     )
-    index = await ctx.resources.vector_index()
+    facts = await ctx.resources.facts()
     for candidate in candidates:
-        written = await write_fact(
-            index,
-            ctx.resources.embedder(),
-            ctx.resources.keywords(),
+        written = await facts.write(
+            owner,
             candidate,
             channel=event.channel,
             now=datetime.now(UTC),
@@ -190,5 +168,11 @@ def register(broker: NatsBroker, ctx: Context) -> None:
 
 
 DEFINITION = ServiceDefinition(
-    name=NAME, settings_type=SemanticExtractorSettings, consumers=consumers, register=register
+    name=NAME,
+    settings_type=SemanticExtractorSettings,
+    consumers=consumers,
+    register=register,
+    publishes=lambda subjects: (
+        PublishedEvent(subjects.all_of("entity.upserted"), EntityUpserted, "semantic-extractor: an entity changed."),
+    ),
 )

@@ -28,7 +28,6 @@ from services.common.runtime.resources import Resources
 from services.common.runtime.service import ServiceDefinition
 from services.common.runtime.settings import GraphSettings, NatsSettings, TierMemSettings, VectorSettings
 from services.common.stores.erasure import AuditReport, audit_user
-from services.common.stores.fact_store import write_fact
 from services.common.stores.graph.repository import EntityInput, EpisodeRef, GraphRepository, RelationInput, entity_key
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES, HybridWeights, SearchFilter, VectorRecord
 from services.episodic_summarizer.handlers import DEFINITION as EPISODIC_DEFINITION
@@ -149,7 +148,6 @@ async def _wait_episodes(stack: Stack, owner: Owner, count: int) -> None:
 async def _add_fact(
     stack: Stack, owner: Owner, episode: Any, attribute: str, value: str, text: str, scope: str = "personal"
 ) -> str:
-    index = await stack.resources.vector_index()
     candidate = FactCandidate(
         tenant_id=owner.tenant_id,
         user_id=owner.user_id,
@@ -166,9 +164,7 @@ async def _add_fact(
             source="extraction",
         ),
     )
-    result = await write_fact(
-        index, stack.resources.embedder(), stack.resources.keywords(), candidate, channel="private", now=ENDED
-    )
+    result = await (await stack.resources.facts()).write(owner, candidate, channel="private", now=ENDED)
     assert result.plan.fact_id is not None, result.plan.rejected_reason
     return result.plan.fact_id
 

@@ -14,10 +14,10 @@ from services.common.domain.owner import Owner
 from services.common.runtime.broker import EventPublisher, build_broker
 from services.common.runtime.service import ServiceDefinition
 from services.common.runtime.settings import TierMemSettings
+from services.common.stores.episodes import episode_id_for
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
 from services.dedup.handlers import DEFINITION as DEDUP
 from services.episodic_summarizer.handlers import DEFINITION as EPISODIC
-from services.episodic_summarizer.handlers import episode_id_for
 from services.semantic_extractor.handlers import DEFINITION as SEMANTIC
 from tests.support.events import decoded, session_event, stream_messages
 
@@ -71,7 +71,7 @@ async def test_session_becomes_episode_passages_and_downstream_events(
 
     owner = Owner("acme", "alice")
     state = await snapshot(stack_settings, pipeline, owner)
-    episode_id = episode_id_for("acme", "alice", event.session_id)
+    episode_id = episode_id_for(Owner("acme", "alice"), event.session_id)
     assert [episode for episode, _ in state["episodes"]] == [episode_id]
     assert state["passages"], "the raw session is indexed as passages"
     assert any("DGIA" in text for _, text in state["passages"])

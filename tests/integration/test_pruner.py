@@ -17,7 +17,7 @@ from faststream.nats import NatsBroker
 from nats.aio.client import Client as NatsClient
 from pydantic import SecretStr
 
-from contracts import Subjects
+from contracts import PruneReport, Subjects
 from services.cli.prune import run_prune_now
 from services.common.domain.owner import Owner
 from services.common.runtime.broker import build_broker, provision
@@ -28,8 +28,8 @@ from services.common.stores.erasure import ControlError, request_control
 from services.common.stores.graph.repository import EntityInput, EpisodeRef, GraphRepository
 from services.common.stores.vector.edge import EdgeVectorIndex
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES, SearchFilter, SparseVector, VectorRecord
-from services.pruner.handlers import make_schedule, prune_once, run_prune_pass
-from services.pruner.logic import PruneReport
+from services.pruner.prune import prune_once, run_prune_pass
+from services.pruner.schedule import make_schedule
 from services.pruner.settings import PrunerSettings
 from tests.fixtures.falkordb import FalkorDBGraph
 from tests.support.events import decoded, stream_messages, wait_for
@@ -177,12 +177,12 @@ async def test_ttl_and_never_recalled_pruning_follow_the_clock(pruning: Pruning)
     short_ttl = await _add_episode(index, ALICE, occurred=T0, ttl_days=10)
     bobs = [await _add_episode(index, BOB, occurred=T0 - timedelta(days=n)) for n in range(5)]
 
-    report = await run_prune_pass(index, pruning.settings, clock())
+    report = await run_prune_pass(pruning.context.resources, pruning.settings, clock())
     assert report.removed == {"episodes_expired": 0, "episodes_unrecalled": 0, "passages": 0, "facts_superseded": 0}
     assert report.owners_scanned == 2
 
     clock.advance(days=10)  # short_ttl's TTL ends exactly now: expiry is inclusive
-    report = await run_prune_pass(index, pruning.settings, clock())
+    report = await run_prune_pass(pruning.context.resources, pruning.settings, clock())
     assert report.removed["episodes_expired"] == 1
     assert report.removed["passages"] == 2
     assert await pruning.ids(EPISODES, ALICE) == {fresh, recalled}
@@ -194,7 +194,7 @@ async def test_ttl_and_never_recalled_pruning_follow_the_clock(pruning: Pruning)
     )
 
     clock.advance(days=85)  # T0+95: never-recalled episodes older than 90 days go; the recalled one stays
-    report = await run_prune_pass(index, pruning.settings, clock())
+    report = await run_prune_pass(pruning.context.resources, pruning.settings, clock())
     assert report.removed["episodes_unrecalled"] == 6  # alice's fresh one and all five of bob's
     assert report.removed["episodes_expired"] == 0
     assert report.removed["passages"] == 12
@@ -204,7 +204,7 @@ async def test_ttl_and_never_recalled_pruning_follow_the_clock(pruning: Pruning)
     assert {r.payload["episode_id"] for r in await index.scroll(PASSAGES, ALICE, SearchFilter(), 100)} == {recalled}
 
     clock.advance(days=30)  # T0+125: 115 days since the last recall → pruned as not recalled for too long
-    report = await run_prune_pass(index, pruning.settings, clock())
+    report = await run_prune_pass(pruning.context.resources, pruning.settings, clock())
     assert report.removed["episodes_unrecalled"] == 1
     assert await index.count(EPISODES, ALICE) == 0
     assert await index.count(PASSAGES, ALICE) == 0
@@ -218,7 +218,7 @@ async def test_expired_episodes_go_even_when_recalled_and_orphan_passages_are_sw
     await index.delete(EPISODES, ALICE, SearchFilter(ids=[orphan]))  # a crash between the two deletes
     assert await index.count(PASSAGES, ALICE) == 4
 
-    report = await run_prune_pass(index, pruning.settings, clock())
+    report = await run_prune_pass(pruning.context.resources, pruning.settings, clock())
     assert report.removed["episodes_expired"] == 1
     assert report.removed["passages"] == 4
     assert busy not in await pruning.ids(EPISODES, ALICE)
@@ -239,7 +239,7 @@ async def test_superseded_facts_go_after_the_grace_period_and_the_semantic_tier_
     )
     graph_before = await pruning.graph.count(ALICE)
 
-    report = await run_prune_pass(index, pruning.settings, clock())
+    report = await run_prune_pass(pruning.context.resources, pruning.settings, clock())
     assert report.removed["facts_superseded"] == 1
     assert report.removed["episodes_expired"] == 1
     assert await pruning.ids(FACTS, ALICE) == {current, recent_version}
@@ -249,7 +249,7 @@ async def test_superseded_facts_go_after_the_grace_period_and_the_semantic_tier_
     assert [e.name for e in await pruning.graph.search_entities(ALICE, "DGIA")] == ["DGIA"]
 
     clock.advance(days=3650)
-    report = await run_prune_pass(index, pruning.settings, clock())
+    report = await run_prune_pass(pruning.context.resources, pruning.settings, clock())
     assert report.removed["facts_superseded"] == 1
     assert await pruning.ids(FACTS, ALICE) == {current}
 
@@ -257,7 +257,7 @@ async def test_superseded_facts_go_after_the_grace_period_and_the_semantic_tier_
 async def test_prune_once_reports_by_log_counter_and_event(pruning: Pruning, caplog: pytest.LogCaptureFixture) -> None:
     clock = FakeClock(T0)
     await _add_episode(pruning.index, ALICE, occurred=T0 - timedelta(days=200))
-    caplog.set_level("INFO", logger="services.pruner.handlers")
+    caplog.set_level("INFO", logger="services.pruner.prune")
 
     report = await prune_once(pruning.context, clock())
     assert report.removed["episodes_expired"] == 1
@@ -291,7 +291,7 @@ async def test_schedule_runs_passes_and_answers_prune_now(pruning: Pruning) -> N
         await _add_episode(pruning.index, BOB, occurred=T0 - timedelta(days=300))
         report, where = await run_prune_now(settings, timeout_s=20)
         assert where == "running pruner"
-        assert report["removed"]["episodes_expired"] == 1  # type: ignore[index]
+        assert report.removed["episodes_expired"] == 1
         assert await pruning.index.count(EPISODES, BOB) == 0
     finally:
         task.cancel()
@@ -329,6 +329,6 @@ async def test_prune_now_without_a_running_pruner_runs_here(pruning: Pruning, tm
     settings = pruning.settings.model_copy(update={"vector": VectorSettings(backend="edge", path=tmp_path / "cli")})
     report, where = await run_prune_now(settings, timeout_s=5)
     assert where == "this process"
-    assert report["owners_scanned"] == 0
+    assert report.owners_scanned == 0
     published = await wait_for(pruning.reports, what="the prune report of the CLI pass")
-    assert published[0]["event_id"] == report["event_id"]
+    assert published[0]["event_id"] == str(report.event_id)

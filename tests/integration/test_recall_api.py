@@ -33,7 +33,7 @@ from services.common.runtime.settings import GraphSettings, NatsSettings
 from services.common.stores.graph.falkordb import FalkorDBExecutor
 from services.common.stores.graph.repository import EntityInput, EpisodeRef, GraphRepository, RelationInput
 from services.common.stores.vector.port import EPISODES, FACTS, VectorIndex
-from services.recall_api import logic
+from services.recall_api import instructions
 from services.recall_api.app import create_app
 from services.recall_api.seeding import seed_episode, seed_fact
 from services.recall_api.service import RecallService
@@ -806,8 +806,8 @@ async def test_delete_user_publishes_an_erasure_request(stack: RecallStack) -> N
 async def test_memory_instructions_auth_and_openapi(stack: RecallStack) -> None:
     en = await stack.http.get("/v1/prompt/memory-instructions", params={"lang": "en"})
     ko = await stack.http.get("/v1/prompt/memory-instructions", params={"lang": "ko"})
-    assert en.json() == {"lang": "en", "text": logic.memory_instructions("en")}
-    assert ko.json()["text"] == logic.memory_instructions("ko")
+    assert en.json() == {"lang": "en", "text": instructions.memory_instructions("en")}
+    assert ko.json()["text"] == instructions.memory_instructions("ko")
     assert (await stack.http.get("/v1/prompt/memory-instructions", params={"lang": "xx"})).status_code == 422
     for key in (None, "wrong-key-0123456789abcdefghij", ACME_KEY[:-1]):
         async with stack.client(key) as http:

@@ -190,8 +190,6 @@ async def test_random_requests_never_leak_across_tenants_or_users(served: Recall
             tenant = rng.choice(list(KEYS))
             requester = Owner(tenant, rng.choice(USERS))
             channel = rng.choice(["private", "group"])
-            http = clients[tenant]
-            mcp = sessions[tenant]
             query = " ".join(rng.sample([*TOPICS, *PEOPLE, "what did we decide", "그거 어떻게 됐어?"], 2))
             action = rng.choice(
                 [
@@ -208,64 +206,11 @@ async def test_random_requests_never_leak_across_tenants_or_users(served: Recall
                 ]
             )
             world.count(action)
-            base = {"user_id": requester.user_id, "channel": channel}
-            if action == "auto":
-                response = await http.post("/v1/recall/auto", json={**base, "message": query, "max_entries": 5})
-                assert response.status_code == 200
-                assert_no_leak(world, requester, channel, response.json())
-            elif action == "search":
-                response = await http.post("/v1/memories/search", json={**base, "query": query, "limit": 20})
-                assert response.status_code == 200
-                assert_no_leak(world, requester, channel, response.json())
-            elif action == "expand":
-                memory_id = rng.choice(all_ids)
-                response = await http.get(f"/v1/memories/{memory_id}", params=base)
-                if world.owner_of.get(memory_id) != requester:
-                    assert response.status_code == 404
-                    assert response.json() == {"detail": "memory not found"}
-                elif response.status_code == 200:
-                    assert_no_leak(world, requester, channel, response.json(), expand_id=memory_id)
-                else:  # own memory, but private and asked from a group channel
-                    assert (response.status_code, channel) == (404, "group")
-            elif action == "facts":
-                response = await http.get("/v1/facts", params=base)
-                assert response.status_code == 200
-                assert_no_leak(world, requester, channel, response.json())
-            elif action == "graph":
-                body = {**base, "hops": rng.randint(1, 3)}
-                body.update({"entity": rng.choice(PEOPLE)} if rng.random() < 0.5 else {"query": query})
-                response = await http.post("/v1/graph/search", json=body)
-                assert response.status_code == 200
-                assert_no_leak(world, requester, channel, response.json())
-            elif action == "save":
-                text = f"The user likes {rng.choice(TOPICS)} ({marker(requester)})."
-                response = await http.post("/v1/facts", json={**base, "text": text, "attribute": "likes"})
-                assert response.status_code == 200, response.text
-                world.owner_of[response.json()["fact_id"]] = requester
-                all_ids.append(response.json()["fact_id"])
-            elif action == "mcp_search":
-                result = await mcp.call_tool("memory_search", {**base, "query": query, "limit": 20})
-                assert not result.is_error
-                assert_no_leak(world, requester, channel, result.structured_content)
-            elif action == "mcp_expand":
-                memory_id = rng.choice(all_ids)
-                result = await mcp.call_tool("memory_expand", {**base, "id": memory_id})
-                if world.owner_of.get(memory_id) != requester:
-                    assert result.is_error
-                elif result.is_error:  # own memory, but private and asked from a group channel
-                    assert channel == "group"
-                else:
-                    assert_no_leak(world, requester, channel, result.structured_content, expand_id=memory_id)
-            elif action == "mcp_graph":
-                result = await mcp.call_tool(
-                    "knowledge_graph_search", {**base, "entity": rng.choice(PEOPLE), "hops": 2}
-                )
-                assert not result.is_error
-                assert_no_leak(world, requester, channel, result.structured_content)
+            request = _Request(world, requester, channel, query, all_ids, rng)
+            if action.startswith("mcp_"):
+                await _mcp_request(sessions[tenant], action, request)
             else:
-                result = await mcp.call_tool("memory_recall", base)
-                assert not result.is_error
-                assert_no_leak(world, requester, channel, result.structured_content)
+                await _http_request(clients[tenant], action, request)
     # The test looked at real results, on every kind of request.
     assert set(world.requests) == {
         "auto",
@@ -280,3 +225,80 @@ async def test_random_requests_never_leak_across_tenants_or_users(served: Recall
         "mcp_recall",
     }
     assert world.checks > 250, world.checks
+
+
+@dataclass
+class _Request:
+    """One random request: who asks, from which channel, about what."""
+
+    world: World
+    requester: Owner
+    channel: str
+    query: str
+    all_ids: list[str]
+    rng: random.Random
+
+    @property
+    def base(self) -> dict[str, str]:
+        return {"user_id": self.requester.user_id, "channel": self.channel}
+
+    def check(self, body: Any, expand_id: str | None = None) -> None:
+        assert_no_leak(self.world, self.requester, self.channel, body, expand_id=expand_id)
+
+
+async def _http_request(http: httpx.AsyncClient, action: str, r: _Request) -> None:
+    base, world, rng = r.base, r.world, r.rng
+    if action == "auto":
+        response = await http.post("/v1/recall/auto", json={**base, "message": r.query, "max_entries": 5})
+    elif action == "search":
+        response = await http.post("/v1/memories/search", json={**base, "query": r.query, "limit": 20})
+    elif action == "facts":
+        response = await http.get("/v1/facts", params=base)
+    elif action == "graph":
+        body: dict[str, Any] = {**base, "hops": rng.randint(1, 3)}
+        body.update({"entity": rng.choice(PEOPLE)} if rng.random() < 0.5 else {"query": r.query})
+        response = await http.post("/v1/graph/search", json=body)
+    elif action == "expand":
+        memory_id = rng.choice(r.all_ids)
+        response = await http.get(f"/v1/memories/{memory_id}", params=base)
+        if world.owner_of.get(memory_id) != r.requester:
+            assert response.status_code == 404
+            assert response.json() == {"detail": "memory not found"}
+        elif response.status_code == 200:
+            r.check(response.json(), expand_id=memory_id)
+        else:  # own memory, but private and asked from a group channel
+            assert (response.status_code, r.channel) == (404, "group")
+        return
+    else:
+        assert action == "save"
+        text = f"The user likes {rng.choice(TOPICS)} ({marker(r.requester)})."
+        response = await http.post("/v1/facts", json={**base, "text": text, "attribute": "likes"})
+        assert response.status_code == 200, response.text
+        world.owner_of[response.json()["fact_id"]] = r.requester
+        r.all_ids.append(response.json()["fact_id"])
+        return
+    assert response.status_code == 200
+    r.check(response.json())
+
+
+async def _mcp_request(mcp: Client, action: str, r: _Request) -> None:
+    base = r.base
+    if action == "mcp_expand":
+        memory_id = r.rng.choice(r.all_ids)
+        result = await mcp.call_tool("memory_expand", {**base, "id": memory_id})
+        if r.world.owner_of.get(memory_id) != r.requester:
+            assert result.is_error
+        elif result.is_error:  # own memory, but private and asked from a group channel
+            assert r.channel == "group"
+        else:
+            r.check(result.structured_content, expand_id=memory_id)
+        return
+    if action == "mcp_search":
+        result = await mcp.call_tool("memory_search", {**base, "query": r.query, "limit": 20})
+    elif action == "mcp_graph":
+        result = await mcp.call_tool("knowledge_graph_search", {**base, "entity": r.rng.choice(PEOPLE), "hops": 2})
+    else:
+        assert action == "mcp_recall"
+        result = await mcp.call_tool("memory_recall", base)
+    assert not result.is_error
+    r.check(result.structured_content)

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.cli.eval import caching_resources, recall_stack
-from services.cli.scenarios import DEFAULT_SCENARIOS, ask_probes, ingest_scenarios, load_scenarios
+from services.cli.evaluation.harness import caching_resources, recall_stack
+from services.cli.evaluation.scenarios import DEFAULT_SCENARIOS, ask_probes, ingest_scenarios, load_scenarios
 from services.common.runtime.settings import TierMemSettings
 from services.recall_api.settings import RecallApiSettings
 

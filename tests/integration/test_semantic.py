@@ -18,7 +18,6 @@ from services.common.runtime.broker import EventPublisher, build_broker
 from services.common.runtime.resources import Resources
 from services.common.runtime.service import ServiceDefinition
 from services.common.runtime.settings import TierMemSettings
-from services.common.stores.fact_store import write_fact
 from services.common.stores.graph.repository import EntityInput, EpisodeRef, GraphRepository, RelationInput
 from services.common.stores.vector.port import FACTS
 from services.dedup.handlers import DEFINITION as DEDUP
@@ -149,14 +148,11 @@ async def test_two_dedup_workers_merge_variants_keep_aliases_and_relations(stack
         before = await graph.count(other_tenant)
 
         # A fact about a variant name must end up on the surviving entity's name.
-        index = await shared.vector_index()
         observed = FactProvenance(
             episode_id=episode.episode_id, session_id="s1", occurred_at=_when(1), source="extraction"
         )
-        await write_fact(
-            index,
-            shared.embedder(),
-            shared.keywords(),
+        await (await shared.facts()).write(
+            alice,
             FactCandidate(
                 tenant_id="acme",
                 user_id="alice",

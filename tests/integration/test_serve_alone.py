@@ -1,12 +1,17 @@
 """A service runs alone against external servers named by settings (how Kubernetes runs it):
-`tiermem serve episodic-summarizer` as its own process, configured only by environment variables."""
+`tiermem serve episodic-summarizer` as its own process, configured only by environment variables.
+That path also runs the max-deliveries watcher: a message whose worker dies on every delivery is
+dead-lettered."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,8 +19,10 @@ from nats.aio.client import Client as NatsClient
 
 from contracts import Subjects
 from services.common.runtime.settings import NatsSettings, TierMemSettings
+from tests.fixtures.llm_stub import STUB_API_KEY, STUB_MODEL
 from tests.integration.test_pipeline import publish
 from tests.support.events import decoded, session_event, stream_messages, wait_for
+from tests.support.llm_stub import LlmStubServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -67,3 +74,126 @@ async def test_episodic_summarizer_alone_consumes_and_publishes(
     assert episode["event_type"] == "episode.created"
     assert episode["source_event_id"] == str(event.event_id)
     assert process.returncode in (0, -signal.SIGTERM), output
+
+
+class ServeProcesses:
+    """`tiermem serve NAME` processes started one after another, each logging to its own file."""
+
+    def __init__(self, name: str, env: dict[str, str], log_dir: Path) -> None:
+        self.name = name
+        self.env = env
+        self.log_dir = log_dir
+        self.started: list[asyncio.subprocess.Process] = []
+
+    async def start(self) -> asyncio.subprocess.Process:
+        with (self.log_dir / f"serve-{len(self.started) + 1}.log").open("wb") as log:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "services.cli", "serve", self.name, env=self.env, stdout=log, stderr=log
+            )
+        self.started.append(process)
+        return process
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {path.name}\n{path.read_text(errors='replace')}" for path in sorted(self.log_dir.glob("serve-*.log"))
+        )
+
+    async def kill_all(self) -> None:
+        for process in self.started:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+
+
+@pytest.fixture
+async def summarizer_processes(
+    nats_settings: NatsSettings, llm_stub: LlmStubServer, tmp_path: Path
+) -> AsyncIterator[ServeProcesses]:
+    """Settings for episodic-summarizer processes: two deliveries at most, a two-second ack wait
+    (and no longer timeout backoff), the LLM at the stub with frequent in-progress acks."""
+    assert nats_settings.token is not None
+    env = {
+        **os.environ,
+        "TIERMEM_DATA_DIR": str(tmp_path / "no-stack-here"),
+        "TIERMEM_NATS__URL": nats_settings.url,
+        "TIERMEM_NATS__TOKEN": nats_settings.token.get_secret_value(),
+        "TIERMEM_NATS__SUBJECT_ROOT": nats_settings.subject_root,
+        "TIERMEM_NATS__MAX_DELIVER": "2",
+        "TIERMEM_NATS__ACK_WAIT_S": "2",
+        "TIERMEM_NATS__TIMEOUT_BACKOFF_S": "[]",
+        "TIERMEM_VECTOR__PATH": str(tmp_path / "edge"),
+        "TIERMEM_LLM__MODEL": STUB_MODEL,
+        "TIERMEM_LLM__API_BASE": llm_stub.api_base,
+        "TIERMEM_LLM__API_KEY": STUB_API_KEY,
+        "TIERMEM_LLM__TIMEOUT_S": "300",
+        "TIERMEM_LLM__TOTAL_BUDGET_S": "600",
+        "TIERMEM_LLM__MAX_ATTEMPTS": "1",
+        "TIERMEM_LLM__PROGRESS_INTERVAL_S": "0.3",
+    }
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    processes = ServeProcesses("episodic-summarizer", env, log_dir)
+    try:
+        yield processes
+    finally:
+        await processes.kill_all()
+
+
+async def test_serve_alone_dead_letters_a_message_whose_worker_dies_on_every_delivery(
+    nats_settings: NatsSettings,
+    nats_client: NatsClient,
+    llm_stub: LlmStubServer,
+    summarizer_processes: ServeProcesses,
+) -> None:
+    """Each delivery reaches the LLM call (the stub holds it; the worker keeps sending in-progress
+    acks) and the worker is killed there. Only the `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES`
+    watcher of a serve process can dead-letter such a message: no handler ever answers for it."""
+    subjects = Subjects(nats_settings.subject_root)
+    js = nats_client.jetstream()
+    for _ in range(2):  # one held LLM call per delivery; a third call would be unscripted and fail
+        llm_stub.push_chat_content("{}", delay_s=600)
+
+    async def _chat_requests(count: int) -> bool:
+        return len(llm_stub.requests("chat")) >= count
+
+    async def _consumer_ready() -> bool:
+        try:
+            await js.consumer_info(subjects.session_stream, "episodic-summarizer")
+        except Exception:
+            return False
+        return True
+
+    first = await summarizer_processes.start()
+    await wait_for(_consumer_ready, timeout_s=90, what="the service to provision its consumer")
+    event = session_event()
+    await publish(TierMemSettings(nats=nats_settings), event)
+    worker = first
+    for delivery in (1, 2):
+        await wait_for(
+            functools.partial(_chat_requests, delivery), timeout_s=120, what=f"delivery {delivery} to reach the LLM"
+        )
+        worker.kill()
+        await worker.wait()
+        # The next process stays up; after the last delivery its pulls make JetStream notice that
+        # the message ran out of deliveries, and its watcher hears the advisory.
+        worker = await summarizer_processes.start()
+
+    async def _dead_letters() -> list[object]:
+        return await stream_messages(js, subjects.dead_letter_stream)
+
+    try:
+        await wait_for(_dead_letters, timeout_s=120, what="the dead-letter record of the advisory")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{summarizer_processes.logs()}") from exc
+    worker.send_signal(signal.SIGTERM)
+    await asyncio.wait_for(worker.wait(), timeout=60)
+    # Every process is gone now: whatever they would write is in the stream.
+    (record,) = decoded(await _dead_letters())
+    assert record["kind"] == "exhausted"
+    assert record["consumer"] == "episodic-summarizer"
+    assert record["deliveries"] == 2
+    assert "no acknowledgement after 2 deliveries" in record["reason"]
+    assert record["original_subject"] == subjects.session_completed(event.tenant_id, event.user_id)
+    assert json.loads(record["payload"])["event_id"] == str(event.event_id)
+    assert len(llm_stub.requests("chat")) == 2, "the message was not delivered a third time"
+    assert worker.returncode in (0, -signal.SIGTERM), summarizer_processes.logs()

@@ -12,9 +12,9 @@ from services.cli.consolidation import wait_until_idle
 from services.cli.stack import start_services
 from services.common.domain.owner import Owner
 from services.common.runtime.settings import LlmSettings, TierMemSettings
+from services.common.stores.episodes import episode_id_for
 from services.common.stores.vector.port import EPISODES, PASSAGES, HybridWeights, SearchFilter
 from services.episodic_summarizer.handlers import DEFINITION as EPISODIC
-from services.episodic_summarizer.handlers import episode_id_for
 from tests.fixtures.llm_stub import STUB_API_KEY, STUB_MODEL
 from tests.integration.test_pipeline import publish
 from tests.support.events import decoded, session_event, stream_messages, wait_for
@@ -51,7 +51,7 @@ async def test_llm_summary_with_tokens_and_cost(stack_settings: TierMemSettings,
         await wait_until_idle(settings, [EPISODIC], timeout_s=60)
         index = await running.resources.vector_index()
         (episode,) = await index.get(
-            EPISODES, Owner("acme", "alice"), [episode_id_for("acme", "alice", event.session_id)]
+            EPISODES, Owner("acme", "alice"), [episode_id_for(Owner("acme", "alice"), event.session_id)]
         )
     finally:
         await running.stop()
@@ -127,7 +127,7 @@ async def test_korean_session_korean_summary_and_keyword_search(
     await wait_until_idle(stack_settings, [EPISODIC], timeout_s=60)
     owner = Owner("acme", "alice")
     index = await pipeline.resources.vector_index()
-    (episode,) = await index.get(EPISODES, owner, [episode_id_for("acme", "alice", korean.session_id)])
+    (episode,) = await index.get(EPISODES, owner, [episode_id_for(Owner("acme", "alice"), korean.session_id)])
     assert episode.payload["language"] == "ko"
     assert any("\uac00" <= ch <= "\ud7a3" for ch in episode.payload["summary"])
     assert any("\uac00" <= ch <= "\ud7a3" for ch in episode.payload["abstract"])

@@ -87,3 +87,29 @@ def test_event_id_round_trips() -> None:
     event_id = uuid.uuid4()
     event = session_event(event_id=event_id)
     assert SessionCompleted.model_validate_json(event.model_dump_json()).event_id == event_id
+
+
+def test_prune_report_is_a_strict_frozen_event() -> None:
+    from datetime import UTC, datetime
+
+    from contracts import EVENT_MODELS, PruneReport
+
+    at = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+    raw: dict[str, object] = {
+        "event_id": str(uuid.uuid4()),
+        "now": at.isoformat(),
+        "started_at": at.isoformat(),
+        "finished_at": at.isoformat(),
+        "owners_scanned": 1,
+        "removed": {"episodes_expired": 2},
+    }
+    report = PruneReport.model_validate(raw)
+    assert PruneReport in EVENT_MODELS
+    assert report.event_type == "prune.completed"
+    assert PruneReport.model_validate_json(report.model_dump_json()) == report
+    with pytest.raises(ValidationError, match="surprise"):
+        PruneReport.model_validate({**raw, "surprise": 1})
+    with pytest.raises(ValidationError, match="timezone"):
+        PruneReport.model_validate({**raw, "now": "2026-06-01T12:00:00"})
+    with pytest.raises(ValidationError):
+        report.owners_scanned = 2  # type: ignore[misc]

@@ -12,9 +12,45 @@ from typing import Any
 
 import pytest
 
-from services.cli import eval as ev
-from services.cli.bench import recall_argv, synthetic_sessions
-from services.cli.scenarios import (
+from services.cli.benchmarks.recall import parse_args, recall_argv
+from services.cli.benchmarks.synthetic import synthetic_sessions
+from services.cli.evaluation.baselines import (
+    BASELINES,
+    BM25,
+    DENSE,
+    OURS,
+    Bm25,
+    latest_sessions,
+    ranked_indexes,
+    reciprocal_rank_fusion,
+    sessions_by_best_turn,
+    unique_in_order,
+)
+from services.cli.evaluation.harness import sweep_thresholds
+from services.cli.evaluation.locomo import (
+    LocomoFormatError,
+    dia_session,
+    parse_locomo,
+    parse_session_time,
+    session_events,
+    split_evidence,
+    turn_text,
+)
+from services.cli.evaluation.metrics import (
+    InjectedItem,
+    QuestionResult,
+    abstention_stats,
+    build_report,
+    compare,
+    hit_at_k,
+    l0_stats,
+    l0_table,
+    l0_tradeoff,
+    recall_table,
+    target_checks,
+)
+from services.cli.evaluation.plot import draw_recall_png
+from services.cli.evaluation.scenarios import (
     DEFAULT_SCENARIOS,
     ProbeOutcome,
     ScenarioFormatError,
@@ -38,32 +74,31 @@ from services.cli.scenarios import (
     ],
 )
 def test_session_times_are_parsed(text: str, expected: datetime) -> None:
-    assert ev.parse_session_time(text) == expected
+    assert parse_session_time(text) == expected
 
 
 @pytest.mark.parametrize(
     "text", ["", "13:00 pm on 1 May, 2023", "1:56 pm on 31 June, 2023", "1:56 pm on 8 Mai, 2023", "8 May 2023"]
 )
 def test_bad_session_times_are_rejected_clearly(text: str) -> None:
-    with pytest.raises(ev.LocomoFormatError):
-        ev.parse_session_time(text)
+    with pytest.raises(LocomoFormatError):
+        parse_session_time(text)
 
 
 def test_dialogue_ids_map_to_sessions_and_packed_evidence_is_split() -> None:
-    assert ev.dia_session("D3:12") == 3
-    assert ev.dia_session(" D30:1 ") == 30
-    assert ev.split_evidence(["D8:6; D9:17", "D1:2"]) == ("D8:6", "D9:17", "D1:2")
-    with pytest.raises(ev.LocomoFormatError):
-        ev.dia_session("S3:12")
+    assert dia_session("D3:12") == 3
+    assert dia_session(" D30:1 ") == 30
+    assert split_evidence(["D8:6; D9:17", "D1:2"]) == ("D8:6", "D9:17", "D1:2")
+    with pytest.raises(LocomoFormatError):
+        dia_session("S3:12")
 
 
 def test_a_shared_photo_becomes_its_caption() -> None:
     assert (
-        ev.turn_text({"text": "Look!", "blip_caption": "a photo of a dog"})
-        == "Look! [shares a photo: a photo of a dog]"
+        turn_text({"text": "Look!", "blip_caption": "a photo of a dog"}) == "Look! [shares a photo: a photo of a dog]"
     )
-    assert ev.turn_text({"text": "", "blip_caption": "a cake"}) == "[shares a photo: a cake]"
-    assert ev.turn_text({"text": "  no   photo "}) == "no photo"
+    assert turn_text({"text": "", "blip_caption": "a cake"}) == "[shares a photo: a cake]"
+    assert turn_text({"text": "  no   photo "}) == "no photo"
 
 
 def locomo_fixture() -> list[dict[str, Any]]:
@@ -93,7 +128,7 @@ def locomo_fixture() -> list[dict[str, Any]]:
 
 
 def test_locomo_samples_keep_sessions_speakers_and_evidence_sessions() -> None:
-    (sample,) = ev.parse_locomo(locomo_fixture())
+    (sample,) = parse_locomo(locomo_fixture())
     assert sample.user_id == "conv-1"
     assert [s.number for s in sample.sessions] == [1, 2]
     assert sample.sessions[0].turns[1].text == "Cute! [shares a photo: a photo of a cat]"
@@ -104,13 +139,13 @@ def test_locomo_samples_keep_sessions_speakers_and_evidence_sessions() -> None:
 def test_an_unknown_speaker_is_a_format_error() -> None:
     data = locomo_fixture()
     data[0]["conversation"]["session_2"][0]["speaker"] = "Cy"
-    with pytest.raises(ev.LocomoFormatError, match="neither"):
-        ev.parse_locomo(data)
+    with pytest.raises(LocomoFormatError, match="neither"):
+        parse_locomo(data)
 
 
 def test_each_session_becomes_one_session_completed_with_names_and_roles() -> None:
-    (sample,) = ev.parse_locomo(locomo_fixture())
-    events = ev.session_events(sample, tenant_id="locomo")
+    (sample,) = parse_locomo(locomo_fixture())
+    events = session_events(sample, tenant_id="locomo")
     assert [e.session_id for e in events] == ["conv-1-s1", "conv-1-s2"]
     first = events[0]
     assert first.user_id == "conv-1"
@@ -118,14 +153,14 @@ def test_each_session_becomes_one_session_completed_with_names_and_roles() -> No
     assert [(m.role, m.name) for m in first.messages] == [("user", "Ann"), ("assistant", "Bo")]
     assert events[1].messages[0].role == "assistant"  # speaker_b is always the assistant
     # Deterministic: a re-run publishes the same event ids (JetStream drops them as duplicates).
-    assert [e.event_id for e in ev.session_events(sample, tenant_id="locomo")] == [e.event_id for e in events]
+    assert [e.event_id for e in session_events(sample, tenant_id="locomo")] == [e.event_id for e in events]
 
 
 # ---- baselines --------------------------------------------------------------------------------
 
 
 def test_bm25_scores_match_the_formula() -> None:
-    bm25 = ev.Bm25([["apple", "banana"], ["apple"], ["cherry", "cherry", "kiwi"]], k1=1.2, b=0.75)
+    bm25 = Bm25([["apple", "banana"], ["apple"], ["cherry", "cherry", "kiwi"]], k1=1.2, b=0.75)
     scores = bm25.scores(["cherry", "nothing"])
     assert scores[0] == scores[1] == 0.0
     idf = math.log((3 - 1 + 0.5) / (1 + 0.5) + 1)
@@ -133,38 +168,38 @@ def test_bm25_scores_match_the_formula() -> None:
     assert scores[2] == pytest.approx(idf * 2 * 2.2 / (2 + norm))
     # A term in fewer documents weighs more.
     assert bm25.idf("cherry") > bm25.idf("apple")
-    assert ev.ranked_indexes(bm25.scores(["apple"]), positive_only=True) == [1, 0]
+    assert ranked_indexes(bm25.scores(["apple"]), positive_only=True) == [1, 0]
 
 
 def test_reciprocal_rank_fusion() -> None:
-    fused = ev.reciprocal_rank_fusion([[2, 0], [0, 1, 2]], 3, k=60)
+    fused = reciprocal_rank_fusion([[2, 0], [0, 1, 2]], 3, k=60)
     assert fused[0] == pytest.approx(1 / 62 + 1 / 61)
     assert fused[1] == pytest.approx(1 / 62)
     assert fused[2] == pytest.approx(1 / 61 + 1 / 63)
-    assert ev.ranked_indexes(fused) == [0, 2, 1]
+    assert ranked_indexes(fused) == [0, 2, 1]
 
 
 def test_sessions_are_ranked_by_their_best_turn() -> None:
     scores = [0.1, 0.9, 0.5, 0.5]
     sessions = [1, 1, 2, 3]
-    assert ev.sessions_by_best_turn(scores, sessions, [1, 2, 3, 4]) == [1, 2, 3, 4]  # tie 2/3 by number, 4 has none
-    assert ev.latest_sessions(
+    assert sessions_by_best_turn(scores, sessions, [1, 2, 3, 4]) == [1, 2, 3, 4]  # tie 2/3 by number, 4 has none
+    assert latest_sessions(
         [
             (1, datetime(2023, 1, 1, tzinfo=UTC)),
             (2, datetime(2023, 3, 1, tzinfo=UTC)),
             (3, datetime(2023, 2, 1, tzinfo=UTC)),
         ]
     ) == [2, 3, 1]
-    assert ev.unique_in_order([3, None, 3, 1, 2, 1]) == [3, 1, 2]
+    assert unique_in_order([3, None, 3, 1, 2, 1]) == [3, 1, 2]
 
 
 def test_recall_at_k_uses_the_ranking_of_the_smallest_request_that_covers_k() -> None:
     by_limit = {1: [5], 3: [2, 5, 7]}
-    assert ev.hit_at_k(by_limit, frozenset({5}), 1)
-    assert not ev.hit_at_k(by_limit, frozenset({7}), 2)  # the limit-3 ranking, cut at 2
-    assert ev.hit_at_k(by_limit, frozenset({7}), 3)
-    assert ev.hit_at_k(by_limit, frozenset({7}), 10)  # beyond every request: the largest one
-    assert not ev.hit_at_k({}, frozenset({1}), 5)
+    assert hit_at_k(by_limit, frozenset({5}), 1)
+    assert not hit_at_k(by_limit, frozenset({7}), 2)  # the limit-3 ranking, cut at 2
+    assert hit_at_k(by_limit, frozenset({7}), 3)
+    assert hit_at_k(by_limit, frozenset({7}), 10)  # beyond every request: the largest one
+    assert not hit_at_k({}, frozenset({1}), 5)
 
 
 # ---- rates ------------------------------------------------------------------------------------
@@ -178,16 +213,16 @@ def result(
     *,
     tokens: int = 0,
     baseline: list[int] | None = None,
-) -> ev.QuestionResult:
-    rankings = {ev.OURS: {2: ours}, **{name: {9: baseline or []} for name in ev.BASELINES}}
-    return ev.QuestionResult(
+) -> QuestionResult:
+    rankings = {OURS: {2: ours}, **{name: {9: baseline or []} for name in BASELINES}}
+    return QuestionResult(
         sample_id="s",
         number=0,
         question="q",
         category=category,
         evidence_sessions=frozenset(evidence),
         rankings=rankings,
-        l0_items=[ev.InjectedItem("episode", frozenset(s), 0.5) for s in (l0 or [])],
+        l0_items=[InjectedItem("episode", frozenset(s), 0.5) for s in (l0 or [])],
         l0_tokens=tokens,
         l0_top_score=0.5 if l0 else None,
     )
@@ -201,12 +236,12 @@ def test_recall_table_counts_answerable_questions_with_evidence_per_category() -
         result(4, set(), [1], baseline=[1]),  # no evidence: not scored
         result(5, {1}, [1], baseline=[1]),  # adversarial: not scored for recall
     ]
-    table = ev.recall_table(results, [ev.OURS, ev.BM25], [1, 2])
-    assert table[ev.OURS]["overall"] == {"1": pytest.approx(1 / 3), "2": pytest.approx(2 / 3)}
-    assert table[ev.OURS]["by_category"]["1"] == {"1": 0.5, "2": 1.0}
-    assert table[ev.OURS]["by_category"]["4"] == {"1": 0.0, "2": 0.0}
-    assert set(table[ev.OURS]["by_category"]) == {"1", "4"}
-    assert table[ev.BM25]["overall"] == {"1": pytest.approx(2 / 3), "2": pytest.approx(2 / 3)}
+    table = recall_table(results, [OURS, BM25], [1, 2])
+    assert table[OURS]["overall"] == {"1": pytest.approx(1 / 3), "2": pytest.approx(2 / 3)}
+    assert table[OURS]["by_category"]["1"] == {"1": 0.5, "2": 1.0}
+    assert table[OURS]["by_category"]["4"] == {"1": 0.0, "2": 0.0}
+    assert set(table[OURS]["by_category"]) == {"1", "4"}
+    assert table[BM25]["overall"] == {"1": pytest.approx(2 / 3), "2": pytest.approx(2 / 3)}
 
 
 def test_l0_recall_contamination_and_abstention() -> None:
@@ -216,26 +251,26 @@ def test_l0_recall_contamination_and_abstention() -> None:
         result(2, {1}, [], [], tokens=0),  # nothing injected
         result(2, {1}, [], [{1, 4}], tokens=40),  # a fact said in sessions 1 and 4: from an evidence session
     ]
-    stats = ev.l0_stats(answerable)
+    stats = l0_stats(answerable)
     assert stats["recall_rate"] == 0.5
     assert stats["contamination_rate"] == pytest.approx(2 / 4)
     assert stats["empty_rate"] == 0.25
     assert stats["items_mean"] == 1.0
     assert stats["tokens_mean"] == 50.0
     adversarial = [result(5, {1}, [], []), result(5, {1}, [], [{1}], tokens=80), result(5, {2}, [], [])]
-    assert ev.abstention_stats(adversarial)["abstention_rate"] == pytest.approx(2 / 3)
-    assert ev.abstention_stats(adversarial)["evidence_injected_rate"] == pytest.approx(1 / 3)
-    table = ev.l0_table([*answerable, *adversarial])
+    assert abstention_stats(adversarial)["abstention_rate"] == pytest.approx(2 / 3)
+    assert abstention_stats(adversarial)["evidence_injected_rate"] == pytest.approx(1 / 3)
+    table = l0_table([*answerable, *adversarial])
     assert table["overall"]["questions"] == 4
     assert table["adversarial"]["questions"] == 3
-    assert ev.l0_stats([])["contamination_rate"] is None
+    assert l0_stats([])["contamination_rate"] is None
 
 
 def test_l0_tradeoff_reports_each_minimum_score_it_was_asked_with() -> None:
-    def swept(category: int, evidence: set[int], by_threshold: dict[float, list[set[int]]]) -> ev.QuestionResult:
+    def swept(category: int, evidence: set[int], by_threshold: dict[float, list[set[int]]]) -> QuestionResult:
         r = result(category, evidence, [])
         r.l0_by_threshold = {
-            t: [ev.InjectedItem("episode", frozenset(s), t) for s in sessions] for t, sessions in by_threshold.items()
+            t: [InjectedItem("episode", frozenset(s), t) for s in sessions] for t, sessions in by_threshold.items()
         }
         return r
 
@@ -245,7 +280,7 @@ def test_l0_tradeoff_reports_each_minimum_score_it_was_asked_with() -> None:
         swept(5, {1}, {0.3: [{1}], 0.5: []}),
         swept(5, {1}, {0.3: [], 0.5: []}),
     ]
-    rows = {row["min_score"]: row for row in ev.l0_tradeoff(results)}
+    rows = {row["min_score"]: row for row in l0_tradeoff(results)}
     assert list(rows) == [0.3, 0.5]
     assert rows[0.3] == {
         "min_score": 0.3,
@@ -257,20 +292,20 @@ def test_l0_tradeoff_reports_each_minimum_score_it_was_asked_with() -> None:
     assert rows[0.5]["recall_rate"] == 0.5  # only session 2 is left in the first question
     assert rows[0.5]["contamination_rate"] == 0.5
     assert rows[0.5]["abstention_rate"] == 1.0
-    assert ev.sweep_thresholds(0.3) == [0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7]
+    assert sweep_thresholds(0.3) == [0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7]
 
 
 def test_comparison_and_targets() -> None:
-    assert ev.compare(0.9, 0.6) == {"ours": 0.9, "baseline": 0.6, "diff": pytest.approx(0.3), "ratio": 1.5}
-    assert ev.compare(0.5, 0.0)["ratio"] is None
-    assert ev.compare(None, 0.5)["diff"] is None
+    assert compare(0.9, 0.6) == {"ours": 0.9, "baseline": 0.6, "diff": pytest.approx(0.3), "ratio": 1.5}
+    assert compare(0.5, 0.0)["ratio"] is None
+    assert compare(None, 0.5)["diff"] is None
     recall = {
-        ev.OURS: {"overall": {"5": 0.92}},
-        ev.BM25: {"overall": {"5": 0.88}},
-        ev.DENSE: {"overall": {"5": 0.80}},
+        OURS: {"overall": {"5": 0.92}},
+        BM25: {"overall": {"5": 0.88}},
+        DENSE: {"overall": {"5": 0.80}},
     }
     l0 = {"adversarial": {"abstention_rate": 0.2}, "overall": {"recall_rate": 0.7}}
-    checks = {c["target"]: c for c in ev.target_checks(recall, l0)}
+    checks = {c["target"]: c for c in target_checks(recall, l0)}
     assert checks["L1 session recall@5"]["met"]
     assert checks["L1 recall@5 minus best baseline"]["value"] == pytest.approx(0.04)
     assert checks["L1 recall@5 minus best baseline"]["met"]
@@ -282,9 +317,9 @@ def test_comparison_and_targets() -> None:
 def test_the_report_is_json_and_the_chart_is_a_png(tmp_path: Path) -> None:
     results = [result(4, {1}, [1, 2], [{1}], baseline=[2, 1]), result(5, {2}, [2], [])]
     results[0].l0_by_threshold = {0.3: list(results[0].l0_items), 0.5: []}
-    report = ev.build_report(results, [1, 2], [1, 2], meta={"dataset": "fixture"})
-    assert json.loads(json.dumps(report))["session_recall"][ev.OURS]["overall"] == {"1": 1.0, "2": 1.0}
-    assert report["comparison"][ev.BM25]["1"]["diff"] == 1.0
+    report = build_report(results, [1, 2], [1, 2], meta={"dataset": "fixture"})
+    assert json.loads(json.dumps(report))["session_recall"][OURS]["overall"] == {"1": 1.0, "2": 1.0}
+    assert report["comparison"][BM25]["1"]["diff"] == 1.0
     assert report["questions"] == {
         "total": 2,
         "scored": 1,
@@ -292,7 +327,7 @@ def test_the_report_is_json_and_the_chart_is_a_png(tmp_path: Path) -> None:
         "answerable_without_evidence": 0,
         "by_category": {"4": 1, "5": 1},
     }
-    path = ev.draw_recall_png(report, tmp_path / "chart.png")
+    path = draw_recall_png(report, tmp_path / "chart.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -404,10 +439,7 @@ def test_recall_bench_options_are_passed_to_the_script() -> None:
 
 
 def test_the_recall_bench_wrapper_matches_the_script_options() -> None:
-    from services.cli.bench import load_script
-
-    module = load_script("bench_recall")
-    args = module.parse_args(
+    args = parse_args(
         recall_argv(
             episodes=10,
             users=2,
@@ -425,5 +457,3 @@ def test_the_recall_bench_wrapper_matches_the_script_options() -> None:
     assert (args.episodes, args.users, args.qdrant_episodes, args.queries) == (10, 2, 5, 3)
     assert (args.qdrant_queries, args.warmup, args.base_sentences, args.seed) == (2, 1, 4, 1)
     assert args.optimize and args.keep and args.data_dir is None
-    with pytest.raises(FileNotFoundError, match="source checkout"):
-        load_script("no_such_benchmark")

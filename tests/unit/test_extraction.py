@@ -10,15 +10,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from services.common.domain.facts import Fact, FactProvenance, plan_fact_write
-from services.semantic_extractor import logic
-from services.semantic_extractor.logic import (
+from services.common.gateways import kiwi
+from services.semantic_extractor.fact_text import render_fact_text
+from services.semantic_extractor.heuristic import heuristic_extract
+from services.semantic_extractor.korean_morphology import strip_korean_particles
+from services.semantic_extractor.prompt import build_extraction_prompt
+from services.semantic_extractor.schema import (
     ExtractedFact,
     ExtractionOutput,
-    build_extraction_prompt,
-    heuristic_extract,
     parse_extraction_output,
-    render_fact_text,
-    strip_korean_particles,
     to_fact_candidates,
 )
 
@@ -244,9 +244,9 @@ def test_korean_values_lose_their_particles() -> None:
 
 def test_kiwi_is_loaded_once() -> None:
     heuristic_extract("저는 서울에 살아요", "ko")
-    first = logic._get_kiwi()
+    first = kiwi.shared_kiwi()
     heuristic_extract("부산으로 이사했어요", "ko")
-    assert logic._get_kiwi() is first
+    assert kiwi.shared_kiwi() is first
 
 
 # --------------------------------------------------------------------------------------------------

@@ -21,9 +21,9 @@ from services.common.domain.facts import (
     make_fact_id,
     normalise_attribute,
     plan_fact_write,
-    split_sentences,
     transient_reason,
 )
+from services.common.domain.text import split_sentences
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

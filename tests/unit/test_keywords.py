@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from services.common.gateways import kiwi
 from services.common.gateways.keywords import BIGRAM_MARK, KeywordEncoder, term_index
 from services.common.stores.vector.port import SparseVector
 
@@ -147,6 +148,14 @@ def test_encoder_is_thread_safe(encoder: KeywordEncoder) -> None:
     expected = [encoder.encode_document(text) for text in texts]
     with ThreadPoolExecutor(max_workers=4) as pool:
         assert list(pool.map(encoder.encode_document, texts)) == expected
+
+
+def test_encoders_share_the_process_kiwi(encoder: KeywordEncoder) -> None:
+    # Loading Kiwi costs seconds and hundreds of MB: a second encoder must not load another one.
+    loaded = kiwi.shared_kiwi()
+    KeywordEncoder().warm_up()
+    assert kiwi.shared_kiwi() is loaded
+    assert KeywordEncoder().tokens("서울에서") == encoder.tokens("서울에서")
 
 
 def test_invalid_parameters_are_rejected() -> None:

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from contracts import Message
+from services.common.stores.episodes import PointTimes, read_point_times
+from services.common.stores.facts import FactLifetime, read_fact_lifetime
 from services.pruner.logic import (
     PrunePolicy,
     episode_verdict,
@@ -29,6 +31,11 @@ from tests.support.events import session_event
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 POLICY = PrunePolicy.from_days(unrecalled_max_age_days=90, superseded_grace_days=30)
+
+
+def _times(payload: dict[str, Any], point_id: str = "point") -> PointTimes:
+    """The times of a stored episode or passage, read as the store reads them."""
+    return read_point_times(point_id, payload)
 
 
 def _episode(
@@ -51,42 +58,42 @@ def _episode(
 
 def test_episode_past_its_ttl_is_expired_even_when_recalled_recently() -> None:
     payload = _episode(occurred_days_ago=200, recalled_days_ago=1)
-    assert episode_verdict(payload, NOW, POLICY) == "expired"
+    assert episode_verdict(_times(payload), NOW, POLICY) == "expired"
 
 
 def test_expiry_is_inclusive_at_the_exact_instant() -> None:
     payload = {"expires_at_ts": NOW.timestamp(), "occurred_at_ts": (NOW - timedelta(days=1)).timestamp()}
-    assert episode_verdict(payload, NOW, POLICY) == "expired"
-    assert episode_verdict(payload, NOW - timedelta(seconds=1), POLICY) is None
+    assert episode_verdict(_times(payload), NOW, POLICY) == "expired"
+    assert episode_verdict(_times(payload), NOW - timedelta(seconds=1), POLICY) is None
 
 
 def test_never_recalled_episode_goes_after_the_age_not_before() -> None:
     young = _episode(occurred_days_ago=89)
     old = _episode(occurred_days_ago=91)
-    assert episode_verdict(young, NOW, POLICY) is None
-    assert episode_verdict(old, NOW, POLICY) == "unrecalled"
+    assert episode_verdict(_times(young), NOW, POLICY) is None
+    assert episode_verdict(_times(old), NOW, POLICY) == "unrecalled"
 
 
 def test_recent_recall_keeps_an_old_episode_and_a_stale_recall_does_not() -> None:
-    assert episode_verdict(_episode(occurred_days_ago=150, recalled_days_ago=10), NOW, POLICY) is None
-    assert episode_verdict(_episode(occurred_days_ago=150, recalled_days_ago=100), NOW, POLICY) == "unrecalled"
+    assert episode_verdict(_times(_episode(occurred_days_ago=150, recalled_days_ago=10)), NOW, POLICY) is None
+    assert episode_verdict(_times(_episode(occurred_days_ago=150, recalled_days_ago=100)), NOW, POLICY) == "unrecalled"
 
 
 def test_unrecalled_rule_can_be_disabled() -> None:
     policy = PrunePolicy.from_days(unrecalled_max_age_days=None, superseded_grace_days=30)
-    assert episode_verdict(_episode(occurred_days_ago=170), NOW, policy) is None
-    assert episode_verdict(_episode(occurred_days_ago=181), NOW, policy) == "expired"
+    assert episode_verdict(_times(_episode(occurred_days_ago=170)), NOW, policy) is None
+    assert episode_verdict(_times(_episode(occurred_days_ago=181)), NOW, policy) == "expired"
 
 
 def test_episode_without_usable_times_is_kept() -> None:
-    assert episode_verdict({"expires_at_ts": "soon", "occurred_at_ts": None}, NOW, POLICY) is None
-    assert episode_verdict({}, NOW, POLICY) is None
-    assert episode_verdict({"expires_at_ts": True}, NOW, POLICY) is None  # a bool is not a time
+    assert episode_verdict(_times({"expires_at_ts": "soon", "occurred_at_ts": None}), NOW, POLICY) is None
+    assert episode_verdict(_times({}), NOW, POLICY) is None
+    assert episode_verdict(_times({"expires_at_ts": True}), NOW, POLICY) is None  # a bool is not a time
 
 
 def test_naive_clock_is_rejected() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
-        episode_verdict(_episode(occurred_days_ago=1), datetime(2026, 6, 1), POLICY)
+        episode_verdict(_times(_episode(occurred_days_ago=1)), datetime(2026, 6, 1), POLICY)
 
 
 def test_policy_rejects_nonsense() -> None:
@@ -98,28 +105,33 @@ def test_policy_rejects_nonsense() -> None:
 
 def test_plan_lists_only_the_episodes_to_prune_with_their_reason() -> None:
     records = [
-        ("keep", _episode(occurred_days_ago=5)),
-        ("expired", _episode(occurred_days_ago=181)),
-        ("idle", _episode(occurred_days_ago=120)),
-        ("recalled", _episode(occurred_days_ago=120, recalled_days_ago=3)),
+        _times(_episode(occurred_days_ago=5), "keep"),
+        _times(_episode(occurred_days_ago=181), "expired"),
+        _times(_episode(occurred_days_ago=120), "idle"),
+        _times(_episode(occurred_days_ago=120, recalled_days_ago=3), "recalled"),
     ]
     assert plan_episode_prune(records, NOW, POLICY) == {"expired": "expired", "idle": "unrecalled"}
 
 
 def test_the_same_episode_changes_verdict_as_the_clock_moves() -> None:
     payload = _episode(occurred_days_ago=0)
-    assert episode_verdict(payload, NOW, POLICY) is None
-    assert episode_verdict(payload, NOW + timedelta(days=91), POLICY) == "unrecalled"
-    assert episode_verdict(payload, NOW + timedelta(days=181), POLICY) == "expired"
+    assert episode_verdict(_times(payload), NOW, POLICY) is None
+    assert episode_verdict(_times(payload), NOW + timedelta(days=91), POLICY) == "unrecalled"
+    assert episode_verdict(_times(payload), NOW + timedelta(days=181), POLICY) == "expired"
 
 
 def test_orphan_passage_expiry() -> None:
-    assert passage_expired({"expires_at_ts": (NOW - timedelta(hours=1)).timestamp()}, NOW)
-    assert not passage_expired({"expires_at_ts": (NOW + timedelta(hours=1)).timestamp()}, NOW)
-    assert not passage_expired({}, NOW)
+    assert passage_expired(_times({"expires_at_ts": (NOW - timedelta(hours=1)).timestamp()}), NOW)
+    assert not passage_expired(_times({"expires_at_ts": (NOW + timedelta(hours=1)).timestamp()}), NOW)
+    assert not passage_expired(_times({}), NOW)
 
 
 # ---- facts ---------------------------------------------------------------------------------------
+
+
+def _lifetime(payload: dict[str, Any]) -> FactLifetime:
+    """A stored fact's lifetime, read as the store reads it."""
+    return read_fact_lifetime("fact", payload)
 
 
 def _fact(status: str, superseded_days_ago: float | None) -> dict[str, Any]:
@@ -134,21 +146,21 @@ def _fact(status: str, superseded_days_ago: float | None) -> dict[str, Any]:
 
 
 def test_current_facts_are_never_due_however_old() -> None:
-    assert not superseded_fact_due(_fact("confirmed", None), NOW + timedelta(days=10_000), POLICY)
-    assert not superseded_fact_due(_fact("tentative", None), NOW + timedelta(days=10_000), POLICY)
+    assert not superseded_fact_due(_lifetime(_fact("confirmed", None)), NOW + timedelta(days=10_000), POLICY)
+    assert not superseded_fact_due(_lifetime(_fact("tentative", None)), NOW + timedelta(days=10_000), POLICY)
 
 
 def test_superseded_fact_goes_after_the_grace_period() -> None:
-    assert not superseded_fact_due(_fact("superseded", 29), NOW, POLICY)
-    assert superseded_fact_due(_fact("superseded", 30), NOW, POLICY)
+    assert not superseded_fact_due(_lifetime(_fact("superseded", 29)), NOW, POLICY)
+    assert superseded_fact_due(_lifetime(_fact("superseded", 30)), NOW, POLICY)
 
 
 def test_superseded_fact_end_time_falls_back_to_iso_fields() -> None:
     payload = _fact("superseded", 40)
     payload["valid_to_ts"] = None
-    assert superseded_fact_due(payload, NOW, POLICY)
+    assert superseded_fact_due(_lifetime(payload), NOW, POLICY)
     undatable = {"status": "superseded"}
-    assert not superseded_fact_due(undatable, NOW, POLICY)
+    assert not superseded_fact_due(_lifetime(undatable), NOW, POLICY)
 
 
 # ---- needles and redaction -----------------------------------------------------------------------

@@ -179,6 +179,21 @@ def test_split_sentences_handles_lists_quotes_and_blank_lines() -> None:
     assert split_sentences("   ") == []
 
 
+def test_split_sentences_keeps_abbreviations_acronyms_and_initials_but_not_a_lone_letter_value() -> None:
+    # One splitter serves the fact write policy and erasure: the union of their abbreviations.
+    assert split_sentences("D.G.I.A. is great. I use R.") == ["D.G.I.A. is great.", "I use R."]
+    assert split_sentences("I work in the sales dept. of Acme Corp. now.") == [
+        "I work in the sales dept. of Acme Corp. now."
+    ]
+    assert split_sentences("The book is by J. K. Rowling. I loved it.") == [
+        "The book is by J. K. Rowling.",
+        "I loved it.",
+    ]
+    # "R." after a lowercase word is a value ending its sentence, not an initial.
+    assert split_sentences("I use R. My friend uses Python.") == ["I use R.", "My friend uses Python."]
+    assert split_sentences('He said "Wow." Then he left.') == ['He said "Wow."', "Then he left."]
+
+
 # ---- language -----------------------------------------------------------------------------------
 
 

@@ -32,15 +32,20 @@ import re
 import unicodedata
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from contracts.events import CleanText, Scope, SubjectToken
+from services.common.domain.fact_attributes import ATTRIBUTE_ALIASES as ATTRIBUTE_ALIASES
+from services.common.domain.fact_attributes import ATTRIBUTE_REGISTRY as ATTRIBUTE_REGISTRY
+from services.common.domain.fact_attributes import AttributeSpec as AttributeSpec
+from services.common.domain.fact_attributes import Volatility as Volatility
+from services.common.domain.fact_attributes import attribute_spec as attribute_spec
+from services.common.domain.fact_attributes import normalise_attribute as normalise_attribute
+from services.common.domain.text import split_sentences
 
-Volatility = Literal["high", "medium", "low"]
 FactStatus = Literal["tentative", "confirmed", "superseded"]
 FactSource = Literal["extraction", "api"]
 FactWriteOutcome = Literal["created", "reinforced", "superseding", "reactivated", "historical", "duplicate", "rejected"]
@@ -69,133 +74,6 @@ def decay(age_days: float, volatility: Volatility) -> float:
     if math.isnan(age_days):
         raise ValueError("age_days must be a number, got NaN")
     return float(0.5 ** (max(age_days, 0.0) / half_life_days(volatility)))
-
-
-# --------------------------------------------------------------------------------------------------
-# Attribute registry
-
-
-@dataclass(frozen=True, slots=True)
-class AttributeSpec:
-    """How the write policy treats one attribute."""
-
-    name: str
-    single_valued: bool
-    volatility: Volatility
-
-
-def _spec(name: str, single_valued: bool, volatility: Volatility) -> AttributeSpec:
-    return AttributeSpec(name=name, single_valued=single_valued, volatility=volatility)
-
-
-ATTRIBUTE_REGISTRY: dict[str, AttributeSpec] = {
-    spec.name: spec
-    for spec in (
-        # Single-valued: a new value contradicts (and supersedes) the old one.
-        _spec("lives_in", True, "medium"),
-        _spec("employer", True, "medium"),
-        _spec("job_title", True, "medium"),
-        _spec("current_project", True, "high"),
-        _spec("primary_language", True, "medium"),
-        _spec("current_framework", True, "high"),
-        _spec("diet", True, "medium"),
-        _spec("relationship_status", True, "medium"),
-        _spec("name", True, "low"),
-        _spec("age", True, "medium"),
-        _spec("birthplace", True, "low"),
-        _spec("birthday", True, "low"),
-        _spec("nationality", True, "low"),
-        _spec("gender", True, "low"),
-        _spec("pronouns", True, "low"),
-        _spec("timezone", True, "medium"),
-        _spec("school", True, "medium"),
-        # Multi-valued: values accumulate.
-        _spec("uses_tool", False, "high"),
-        _spec("uses_language", False, "high"),
-        _spec("works_on", False, "high"),
-        _spec("prefers", False, "medium"),
-        _spec("likes", False, "medium"),
-        _spec("dislikes", False, "medium"),
-        _spec("hobby", False, "medium"),
-        _spec("goal", False, "medium"),
-        _spec("allergy", False, "low"),
-        _spec("speaks_language", False, "low"),
-        _spec("has_pet", False, "low"),
-        _spec("family_member", False, "low"),
-        _spec("knows", False, "low"),
-        _spec("skill", False, "medium"),
-    )
-}
-
-# Synonyms the LLM (or API callers) tend to produce, mapped onto the registry's names.
-ATTRIBUTE_ALIASES: dict[str, str] = {
-    "location": "lives_in",
-    "lives": "lives_in",
-    "residence": "lives_in",
-    "city": "lives_in",
-    "home": "lives_in",
-    "home_city": "lives_in",
-    "current_city": "lives_in",
-    "works_at": "employer",
-    "works_for": "employer",
-    "company": "employer",
-    "workplace": "employer",
-    "job": "job_title",
-    "occupation": "job_title",
-    "role": "job_title",
-    "profession": "job_title",
-    "title": "job_title",
-    "project": "works_on",
-    "works_on_project": "works_on",
-    "uses": "uses_tool",
-    "tool": "uses_tool",
-    "uses_technology": "uses_tool",
-    "programming_language": "uses_language",
-    "uses_programming_language": "uses_language",
-    "framework": "current_framework",
-    "preference": "prefers",
-    "prefer": "prefers",
-    "like": "likes",
-    "loves": "likes",
-    "enjoys": "likes",
-    "dislike": "dislikes",
-    "hates": "dislikes",
-    "hobbies": "hobby",
-    "allergic_to": "allergy",
-    "allergies": "allergy",
-    "speaks": "speaks_language",
-    "language_spoken": "speaks_language",
-    "dietary_preference": "diet",
-    "diet_type": "diet",
-    "full_name": "name",
-    "given_name": "name",
-    "born_in": "birthplace",
-    "place_of_birth": "birthplace",
-    "pet": "has_pet",
-}
-
-_UNKNOWN_ATTRIBUTE_VOLATILITY: Volatility = "medium"
-
-
-def normalise_attribute(attribute: str) -> str:
-    """snake_case, ASCII-folded where possible, synonyms mapped onto the registry's names.
-    "Lives in" → "lives_in", "worksAt" → "employer", "Location" → "lives_in"."""
-    text = unicodedata.normalize("NFKC", attribute).strip()
-    text = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", text)  # camelCase → camel_Case
-    text = text.casefold()
-    text = re.sub(r"[^\w]+", "_", text).strip("_")
-    text = re.sub(r"_+", "_", text)
-    return ATTRIBUTE_ALIASES.get(text, text)
-
-
-def attribute_spec(attribute: str) -> AttributeSpec:
-    """The registry entry; unknown attributes are multi-valued with medium volatility (accumulating
-    is the safe default: a wrong supersession would hide a true fact)."""
-    name = normalise_attribute(attribute)
-    spec = ATTRIBUTE_REGISTRY.get(name)
-    if spec is not None:
-        return spec
-    return AttributeSpec(name=name, single_valued=False, volatility=_UNKNOWN_ATTRIBUTE_VOLATILITY)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -331,43 +209,6 @@ class FactWritePlan(BaseModel):
 
 # --------------------------------------------------------------------------------------------------
 # Candidate checks (heuristic, deterministic)
-
-_ABBREVIATIONS = frozenset(
-    {"mr", "mrs", "ms", "dr", "prof", "st", "vs", "etc", "inc", "ltd", "co", "corp", "jr", "sr", "no", "approx", "dept"}
-)
-_SENTENCE_END = re.compile(r"[.!?。！？…]+(?=[\"'”’)\]]*(?:\s|$))")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split text into sentences on terminal punctuation followed by whitespace, and on line breaks.
-    Abbreviations ("Dr.", "e.g.") and dotted acronyms ("D.G.I.A.") do not end a sentence; Korean
-    sentences without punctuation on one line stay together (no reliable boundary)."""
-    sentences: list[str] = []
-    for line in text.splitlines():
-        start = 0
-        for match in _SENTENCE_END.finditer(line):
-            if match.group() == "." and _is_abbreviation(line[start : match.start()]):
-                continue
-            piece = line[start : match.end()].strip()
-            if piece:
-                sentences.append(piece)
-            start = match.end()
-        tail = line[start:].strip()
-        if tail:
-            sentences.append(tail)
-    return sentences
-
-
-def _is_abbreviation(before_dot: str) -> bool:
-    words = before_dot.split()
-    if not words:
-        return False
-    word = words[-1].lstrip("\"'(“‘[")
-    if word.casefold() in _ABBREVIATIONS:
-        return True
-    # Dotted forms: "e.g", "i.e", "U.S", "D.G.I.A" (letters separated by dots).
-    return re.fullmatch(r"(?:[^\W\d_]{1,2}\.)+[^\W\d_]{1,2}", word) is not None
-
 
 _TRANSIENT_STATE_EN = re.compile(
     r"\b(hungry|starving|thirsty|sleepy|tired|exhausted|bored|hungover|jet[- ]?lagged|sick|stuck in traffic|"

@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from services.common.domain.sparse import SparseVector
-
-if TYPE_CHECKING:
-    from kiwipiepy import Kiwi
+from services.common.gateways import kiwi
 
 BIGRAM_MARK = "#"
 
@@ -80,9 +77,9 @@ def _s_stem(word: str) -> str:
 
 
 class KeywordEncoder:
-    """Text → sparse keyword vectors. One lazily built Kiwi per encoder (it takes ~3 s to load).
+    """Text → sparse keyword vectors. Korean goes through the process's shared Kiwi (gateways.kiwi).
 
-    Thread-safe: Kiwi is built once under a lock and each analysis runs under the same lock, so
+    Thread-safe: the encoder holds no mutable state and the shared Kiwi serialises its analyses, so
     the encoder can be shared by `asyncio.to_thread` callers.
 
     `k1`, `b`, `avg_doc_terms` are the BM25 term-frequency saturation and length normalisation of
@@ -99,13 +96,10 @@ class KeywordEncoder:
         self._b = b
         self._avg_doc_terms = avg_doc_terms
         self._bigram_weight = bigram_weight
-        self._kiwi: Kiwi | None = None
-        self._lock = threading.Lock()
 
     def warm_up(self) -> None:
         """Load Kiwi now (seconds) instead of on the first Korean text."""
-        with self._lock:
-            self._kiwi_locked().tokenize("준비")
+        kiwi.warm_up()
 
     def tokens(self, text: str) -> list[str]:
         """Terms of `text`, repeats kept (for BM25 baselines): non-Hangul words first, then Korean morphemes,
@@ -151,16 +145,8 @@ class KeywordEncoder:
         # Single letters are noise; single digits are kept ("GPT-4", "3 kids").
         return len(word) > 1 or word.isdigit()
 
-    def _kiwi_locked(self) -> Kiwi:
-        if self._kiwi is None:
-            from kiwipiepy import Kiwi  # imported lazily: loading the model costs seconds
-
-            self._kiwi = Kiwi(num_workers=0)
-        return self._kiwi
-
     def _korean_terms(self, text: str) -> list[str]:
-        with self._lock:
-            analysed: list[Any] = self._kiwi_locked().tokenize(text)
+        analysed: list[Any] = kiwi.tokenize(text)
         runs = [(match.start(), match.end()) for match in _HANGUL_RUN.finditer(text)]
         terms: list[str] = []
         # Per Hangul run (index into `runs`): where its last nominal morpheme ends.

@@ -9,13 +9,15 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import nats
 from faststream import AckPolicy
 from faststream.nats import JStream, NatsBroker, NatsMessage, PullSub
 from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from nats.aio.client import Client as NatsClient
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js import api as js_api
 from nats.js.errors import BadRequestError, NotFoundError
@@ -248,6 +250,118 @@ async def _raw_body(msg: NatsMessage) -> bytes:
     return msg.body
 
 
+@dataclass(frozen=True)
+class _ReceivedMessage:
+    """Where one delivery came from: what a dead-letter record and the logs need."""
+
+    msg: NatsMessage
+    subject: str
+    stream_sequence: int
+    deliveries: int
+    data: bytes
+
+
+class _ExplicitAckConsumer(Generic[ModelT]):
+    """The ack policy of `durable_subscriber`, one delivery at a time."""
+
+    def __init__(
+        self,
+        settings: NatsSettings,
+        spec: ConsumerSpec,
+        model: type[ModelT],
+        handler: Handler[ModelT],
+        dead_letters: DeadLetterWriter,
+    ) -> None:
+        self._settings = settings
+        self._spec = spec
+        self._model = model
+        self._handler = handler
+        self._dead_letters = dead_letters
+        self._retry_delays = list(settings.retry_delays_s) or [1.0]
+
+    async def consume(self, msg: NatsMessage) -> None:
+        raw = msg.raw_message
+        metadata = raw.metadata
+        received = _ReceivedMessage(
+            msg=msg,
+            subject=raw.subject,
+            stream_sequence=int(metadata.sequence.stream),
+            deliveries=int(metadata.num_delivered),
+            data=raw.data,
+        )
+        try:
+            event = self._model.model_validate_json(raw.data)
+        except ValidationError as exc:
+            await self._dead_letter(received, describe_error(exc), "poison")
+            return
+        except ValueError as exc:  # broken JSON / UTF-8 surfaces as ValueError subclasses
+            await self._dead_letter(received, f"invalid payload: {exc}", "poison")
+            return
+        delivery = Delivery(
+            subject=received.subject,
+            stream_sequence=received.stream_sequence,
+            deliveries=received.deliveries,
+            headers=dict(raw.headers or {}),
+            in_progress=msg.in_progress,
+        )
+        try:
+            await self._handler(event, delivery)
+        except PoisonMessage as exc:
+            await self._dead_letter(received, str(exc), "poison")
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._on_failure(received, exc)
+            return
+        await msg.ack()
+
+    async def _on_failure(self, received: _ReceivedMessage, exc: Exception) -> None:
+        reason = describe_error(exc)
+        if getattr(exc, "retryable_later", True) is False:
+            # The failure already used its own retry budget (e.g. the LLM gateway's) and would
+            # only repeat: retrying here too would multiply the calls and the cost.
+            await self._dead_letter(received, reason, "poison")
+            return
+        deliveries = received.deliveries
+        if deliveries >= self._settings.max_deliver:
+            await self._dead_letter(received, f"failed {deliveries} deliveries; last error: {reason}", "exhausted")
+            return
+        delay = self._retry_delays[min(deliveries - 1, len(self._retry_delays) - 1)]
+        log.warning(
+            "handler %s failed on %s seq=%s (delivery %s/%s), retry in %.1fs: %s",
+            self._spec.durable,
+            received.subject,
+            received.stream_sequence,
+            deliveries,
+            self._settings.max_deliver,
+            delay,
+            reason,
+        )
+        await received.msg.nack(delay=delay)
+
+    async def _dead_letter(self, received: _ReceivedMessage, reason: str, kind: str) -> None:
+        await self._dead_letters.write(
+            subject=received.subject,
+            stream=self._spec.stream,
+            sequence=received.stream_sequence,
+            consumer=self._spec.durable,
+            deliveries=received.deliveries,
+            reason=reason,
+            kind=kind,
+            payload=received.data,
+        )
+        await received.msg.reject()
+        log.warning(
+            "dead-lettered %s seq=%s consumer=%s (%s): %s",
+            received.subject,
+            received.stream_sequence,
+            self._spec.durable,
+            kind,
+            reason,
+        )
+
+
 def durable_subscriber(
     broker: NatsBroker,
     settings: NatsSettings,
@@ -262,7 +376,7 @@ def durable_subscriber(
     - any other exception naks with the configured delay until `max_deliver`, then dead-letters
       with the reason and terminates;
     - success acks."""
-    retry_delays = list(settings.retry_delays_s) or [1.0]
+    consumer = _ExplicitAckConsumer(settings, spec, model, handler, dead_letters)
 
     @broker.subscriber(
         spec.filter_subjects[0],
@@ -276,86 +390,26 @@ def durable_subscriber(
         description=spec.description,
     )
     async def _consume(body: bytes, msg: NatsMessage) -> None:
-        del body  # the same bytes as raw.data
-        raw = msg.raw_message
-        metadata = raw.metadata
-        stream_sequence = int(metadata.sequence.stream)
-        deliveries = int(metadata.num_delivered)
-        subject = raw.subject
+        del body  # the same bytes as msg.raw_message.data
+        await consumer.consume(msg)
 
-        async def _dead_letter(reason: str, kind: str) -> None:
-            await dead_letters.write(
-                subject=subject,
-                stream=spec.stream,
-                sequence=stream_sequence,
-                consumer=spec.durable,
-                deliveries=deliveries,
-                reason=reason,
-                kind=kind,
-                payload=raw.data,
-            )
-            await msg.reject()
-            log.warning(
-                "dead-lettered %s seq=%s consumer=%s (%s): %s", subject, stream_sequence, spec.durable, kind, reason
-            )
 
-        try:
-            event = model.model_validate_json(raw.data)
-        except ValidationError as exc:
-            await _dead_letter(describe_error(exc), "poison")
-            return
-        except ValueError as exc:  # broken JSON / UTF-8 surfaces as ValueError subclasses
-            await _dead_letter(f"invalid payload: {exc}", "poison")
-            return
-
-        delivery = Delivery(
-            subject=subject,
-            stream_sequence=stream_sequence,
-            deliveries=deliveries,
-            headers=dict(raw.headers or {}),
-            in_progress=msg.in_progress,
-        )
-        try:
-            await handler(event, delivery)
-        except PoisonMessage as exc:
-            await _dead_letter(str(exc), "poison")
-            return
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            reason = describe_error(exc)
-            if getattr(exc, "retryable_later", True) is False:
-                # The failure already used its own retry budget (e.g. the LLM gateway's) and would
-                # only repeat: retrying here too would multiply the calls and the cost.
-                await _dead_letter(reason, "poison")
-                return
-            if deliveries >= settings.max_deliver:
-                await _dead_letter(f"failed {deliveries} deliveries; last error: {reason}", "exhausted")
-                return
-            delay = retry_delays[min(deliveries - 1, len(retry_delays) - 1)]
-            log.warning(
-                "handler %s failed on %s seq=%s (delivery %s/%s), retry in %.1fs: %s",
-                spec.durable,
-                subject,
-                stream_sequence,
-                deliveries,
-                settings.max_deliver,
-                delay,
-                reason,
-            )
-            await msg.nack(delay=delay)
-            return
-        await msg.ack()
+def max_deliveries_advisory_subject(spec: ConsumerSpec) -> str:
+    """Where JetStream announces that a message of this consumer ran out of deliveries."""
+    return f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{spec.stream}.{spec.durable}"
 
 
 async def watch_max_deliveries(
-    nc: NatsClient, js: JetStreamContext, subjects: Subjects, dead_letters: DeadLetterWriter
-) -> Any:
+    nc: NatsClient, consumers: Sequence[ConsumerSpec], dead_letters: DeadLetterWriter
+) -> list[Subscription]:
     """Dead-letter messages whose deliveries ran out without any handler answering (a worker that
-    crashed or hung every time). The record id is the same as the handler's own, so a message
-    never appears twice in the dead-letter stream."""
+    crashed or hung every time). Listens to the advisories of exactly `consumers` (the ones this
+    process runs), so a process never writes records for consumers it knows nothing about. The
+    record id is the same as the handler's own and every replica derives the same one, so a
+    message never appears twice in the dead-letter stream."""
+    js = nc.jetstream()
 
-    async def _on_advisory(advisory_msg: Any) -> None:
+    async def _on_advisory(advisory_msg: Msg) -> None:
         try:
             advisory = json.loads(advisory_msg.data)
             stream = str(advisory["stream"])
@@ -376,5 +430,6 @@ async def watch_max_deliveries(
             kind="exhausted",
             payload=stored.data or b"",
         )
+        log.warning("dead-lettered %s seq=%s consumer=%s: no acknowledgement", stream, sequence, consumer)
 
-    return await nc.subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.>", cb=_on_advisory)
+    return [await nc.subscribe(max_deliveries_advisory_subject(spec), cb=_on_advisory) for spec in consumers]

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from services.common.gateways.embedder import Embedder
     from services.common.gateways.keywords import KeywordEncoder
     from services.common.gateways.llm import LlmGateway
+    from services.common.stores.episodes import EpisodeStore
+    from services.common.stores.facts import FactStore
     from services.common.stores.graph.repository import GraphRepository
     from services.common.stores.vector.port import VectorIndex
 
@@ -84,6 +86,18 @@ class Resources:
         for collection in (EPISODES, PASSAGES, FACTS):
             await index.ensure_collection(collection, dim)
         return index
+
+    async def episodes(self) -> EpisodeStore:
+        """Episodes and passages, typed, on the shared vector index, embedder and keyword encoder."""
+        from services.common.stores.episodes import EpisodeStore
+
+        return EpisodeStore(await self.vector_index(), self.embedder(), self.keywords())
+
+    async def facts(self) -> FactStore:
+        """Facts behind the write policy, on the shared vector index, embedder and keyword encoder."""
+        from services.common.stores.facts import FactStore
+
+        return FactStore(await self.vector_index(), self.embedder(), self.keywords())
 
     async def graph(self) -> GraphRepository:
         if self._graph is None:

@@ -1,28 +1,19 @@
-"""What every service package provides, and the app factory that runs one service alone."""
+"""What every service package provides: its definition, and the context its handlers receive.
+The composition root (runtime/root.py) runs definitions in every shape."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic
 
-from faststream import FastStream
 from faststream.nats import NatsBroker
 from pydantic import BaseModel
 
 from contracts import Subjects
-from services.common.runtime.broker import (
-    ConsumerSpec,
-    DeadLetterWriter,
-    EventPublisher,
-    build_broker,
-    connect_nats,
-    provision,
-)
+from services.common.runtime.broker import ConsumerSpec, DeadLetterWriter, EventPublisher
 from services.common.runtime.resources import Resources, ServiceContext, SettingsT
-from services.common.runtime.settings import TierMemSettings, load_settings
+from services.common.runtime.settings import TierMemSettings
 
 
 @dataclass(frozen=True)
@@ -72,47 +63,3 @@ def build_context(
         dead_letters=DeadLetterWriter(publisher, subjects),
         resources=resources or Resources(settings),
     )
-
-
-async def provision_for(settings: TierMemSettings, services: Sequence[ServiceDefinition[Any]]) -> None:
-    """Create streams and the services' durable consumers (idempotent) before subscribers bind."""
-    subjects = Subjects(settings.nats.subject_root)
-    client = await connect_nats(settings.nats, "tiermem-provisioner")
-    try:
-        specs = [spec for service in services for spec in service.consumers(subjects)]
-        await provision(client.jetstream(), settings.nats, specs)
-    finally:
-        await client.close()
-
-
-def create_service_app(definition: ServiceDefinition[SettingsT], base: TierMemSettings | None = None) -> FastStream:
-    """One service alone against external servers: how Kubernetes runs it
-    (`tiermem serve NAME`, or `faststream run services.NAME.app:create_app --factory`)."""
-    settings = definition.settings_from(base or load_settings())
-    broker = build_broker(settings, definition.name)
-    context = build_context(settings, broker)
-    definition.register(broker, context)
-    app = FastStream(broker)
-    background: list[asyncio.Task[None]] = []
-
-    @app.on_startup
-    async def _provision() -> None:
-        await provision_for(settings, [definition])
-
-    @app.after_startup
-    async def _start_background() -> None:
-        if definition.background is not None:
-            background.append(asyncio.create_task(definition.background(context)))
-
-    @app.on_shutdown
-    async def _stop_background() -> None:
-        for task in background:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-    @app.after_shutdown
-    async def _close() -> None:
-        await context.resources.close()
-
-    return app

@@ -24,14 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contracts import SessionCompleted
+from services.cli.evaluation.harness import EvalStack, embedded_stack, item_sessions, wait_for_consolidation
 from services.common.domain.ids import deterministic_uuid
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from services.cli.eval import EvalStack
-
-DEFAULT_SCENARIOS = Path(__file__).resolve().parents[2] / "scripts" / "scenarios" / "ko_cross_session.json"
+DEFAULT_SCENARIOS = Path(__file__).resolve().parents[3] / "scripts" / "scenarios" / "ko_cross_session.json"
 ASSERTED_KINDS = ("recall", "unknown")
 MEASURED_KINDS = ("implicit", "adjacent_unknown")
 PROBE_KINDS = (*ASSERTED_KINDS, *MEASURED_KINDS)
@@ -238,7 +237,6 @@ def summarize_outcomes(outcomes: Sequence[ProbeOutcome]) -> dict[str, Any]:
 
 
 async def ingest_scenarios(stack: EvalStack, scenarios: ScenarioSet, *, now: datetime) -> int:
-    from services.cli.eval import wait_for_consolidation
     from services.cli.ingest import publish_sessions
 
     events = scenario_events(scenarios, tenant_id=stack.tenant_id, now=now)
@@ -249,8 +247,6 @@ async def ingest_scenarios(stack: EvalStack, scenarios: ScenarioSet, *, now: dat
 
 async def ask_probes(stack: EvalStack, scenarios: ScenarioSet) -> list[ProbeOutcome]:
     """Every probe through L0 (with its recent turns) and L1 (episodes, limit 5)."""
-    from services.cli.eval import item_sessions
-
     outcomes: list[ProbeOutcome] = []
     for scenario, probe in scenarios.probes:
         ids = {scenario.session_id(s.id): index for index, s in enumerate(scenario.sessions)}
@@ -297,8 +293,6 @@ def scenario_report(scenarios: ScenarioSet, outcomes: Sequence[ProbeOutcome]) ->
 
 async def run_scenarios_embedded(path: Path, work_dir: Path | None = None) -> dict[str, Any]:
     """`tiermem eval scenarios`: a fresh embedded stack (temp dir unless `work_dir`), ingest, ask."""
-    from services.cli.eval import embedded_stack
-
     scenarios = load_scenarios(path)
     owns_dir = work_dir is None
     directory = Path(tempfile.mkdtemp(prefix="tiermem-scenarios-")) if work_dir is None else work_dir

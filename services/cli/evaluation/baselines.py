@@ -1,0 +1,158 @@
+"""The baselines, ranked over the raw turns of the same sample: BM25, dense retrieval with the same
+embedding model, their reciprocal-rank fusion, and "the last N sessions".
+
+Every system ranks SESSIONS (a turn ranking becomes a session ranking by each session's best turn), so
+recall@k asks the same question of all of them: is an evidence session among the first k.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from services.cli.evaluation.locomo import LocomoSample
+
+if TYPE_CHECKING:
+    from services.common.gateways.embedder import Embedder
+    from services.common.gateways.keywords import KeywordEncoder
+
+OURS = "tiermem L1"
+BM25 = "BM25 turns"
+DENSE = "dense turns"
+HYBRID = "hybrid turns (RRF)"
+LAST_N = "last N sessions"
+BASELINES = (BM25, DENSE, HYBRID, LAST_N)
+SYSTEMS = (OURS, *BASELINES)
+RRF_K = 60
+
+
+class Bm25:
+    """Okapi BM25 over pre-tokenised documents (Lucene's non-negative IDF)."""
+
+    def __init__(self, documents: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75) -> None:
+        self._k1 = k1
+        self._b = b
+        self._tfs = [Counter(document) for document in documents]
+        self._lengths = [len(document) for document in documents]
+        self._average = (sum(self._lengths) / len(self._lengths)) if self._lengths else 0.0
+        self._df: Counter[str] = Counter()
+        for tf in self._tfs:
+            self._df.update(tf.keys())
+
+    def idf(self, term: str) -> float:
+        n, df = len(self._tfs), self._df.get(term, 0)
+        return math.log((n - df + 0.5) / (df + 0.5) + 1.0)
+
+    def scores(self, query_terms: Iterable[str]) -> list[float]:
+        terms = [term for term in dict.fromkeys(query_terms) if term in self._df]
+        out: list[float] = []
+        for tf, length in zip(self._tfs, self._lengths, strict=True):
+            norm = self._k1 * (1.0 - self._b + self._b * length / self._average) if self._average else self._k1
+            out.append(sum(self.idf(t) * tf[t] * (self._k1 + 1.0) / (tf[t] + norm) for t in terms if t in tf))
+        return out
+
+
+def ranked_indexes(scores: Sequence[float], *, positive_only: bool = False) -> list[int]:
+    """Indexes by score, best first; ties by index. `positive_only`: leave out scores <= 0 (no match)."""
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    return [i for i in order if scores[i] > 0] if positive_only else order
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[int]], size: int, *, k: int = RRF_K) -> list[float]:
+    """RRF score of items 0..size-1: Σ over rankings of 1 / (k + rank), rank from 1; absent items add 0."""
+    fused = [0.0] * size
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            fused[item] += 1.0 / (k + rank)
+    return fused
+
+
+def sessions_by_best_turn(
+    turn_scores: Sequence[float], turn_sessions: Sequence[int], all_sessions: Sequence[int]
+) -> list[int]:
+    """Every session of `all_sessions`, ranked by its best turn's score (best first; a session without
+    a turn ranks last; ties by session number)."""
+    best: dict[int, float] = {}
+    for score, session in zip(turn_scores, turn_sessions, strict=True):
+        if session not in best or score > best[session]:
+            best[session] = score
+    return sorted(all_sessions, key=lambda s: (-best.get(s, -math.inf), s))
+
+
+def latest_sessions(sessions: Sequence[tuple[int, datetime]]) -> list[int]:
+    """The naive baseline: session numbers newest first (paste the last N sessions)."""
+    return [number for number, _ in sorted(sessions, key=lambda pair: (pair[1], pair[0]), reverse=True)]
+
+
+def unique_in_order(values: Iterable[int | None]) -> list[int]:
+    seen: set[int] = set()
+    out: list[int] = []
+    for value in values:
+        if value is not None and value not in seen:
+            seen.add(value)
+            out.append(value)
+    return out
+
+
+@dataclass
+class TurnCorpus:
+    """The raw turns of one sample for the baselines: text, session, BM25 index, unit dense vectors."""
+
+    texts: list[str]
+    sessions: list[int]
+    bm25: Bm25
+    vectors: Any  # numpy array (turns × dim), rows of unit length
+
+
+def corpus_texts(sample: LocomoSample) -> tuple[list[str], list[int]]:
+    """Each turn as "Speaker: text" (how the pipeline's passages write it)."""
+    texts = [f"{turn.speaker}: {turn.text}" for session in sample.sessions for turn in session.turns]
+    sessions = [session.number for session in sample.sessions for _ in session.turns]
+    return texts, sessions
+
+
+async def build_corpus(
+    sample: LocomoSample, embedder: Embedder, keywords: KeywordEncoder, cache_dir: Path | None
+) -> TurnCorpus:
+    import numpy as np
+
+    texts, sessions = corpus_texts(sample)
+    tokens = await asyncio.to_thread(lambda: [keywords.tokens(text) for text in texts])
+    digest = hashlib.sha256("\x1e".join([embedder.model_name, *texts]).encode("utf-8")).hexdigest()[:16]
+    cache = cache_dir / f"turns-{sample.user_id}-{digest}.npy" if cache_dir is not None else None
+    if cache is not None and cache.exists():
+        matrix = np.load(cache)
+    else:
+        matrix = np.asarray(await embedder.embed_passages(texts), dtype=np.float32)
+        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        if cache is not None:
+            np.save(cache, matrix)
+    return TurnCorpus(texts=texts, sessions=sessions, bm25=Bm25(tokens), vectors=matrix)
+
+
+def baseline_rankings(
+    corpus: TurnCorpus, query_terms: Sequence[str], query_vector: Sequence[float], sample: LocomoSample
+) -> dict[str, list[int]]:
+    import numpy as np
+
+    all_sessions = [s.number for s in sample.sessions]
+    bm25_scores = corpus.bm25.scores(query_terms)
+    query = np.asarray(query_vector, dtype=np.float32)
+    query /= max(float(np.linalg.norm(query)), 1e-12)
+    dense_scores = [float(v) for v in corpus.vectors @ query]
+    fused = reciprocal_rank_fusion(
+        [ranked_indexes(bm25_scores, positive_only=True), ranked_indexes(dense_scores)], len(corpus.texts)
+    )
+    return {
+        BM25: sessions_by_best_turn(bm25_scores, corpus.sessions, all_sessions),
+        DENSE: sessions_by_best_turn(dense_scores, corpus.sessions, all_sessions),
+        HYBRID: sessions_by_best_turn(fused, corpus.sessions, all_sessions),
+        LAST_N: latest_sessions([(s.number, s.occurred_at) for s in sample.sessions]),
+    }

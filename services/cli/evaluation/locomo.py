@@ -1,0 +1,248 @@
+"""The LoCoMo data set (DESIGN §7): its data model, the parser, and the events it is ingested as.
+
+Every sample is one user and every session of it one `SessionCompleted` (the session date as its time;
+speaker_a's turns as role "user", speaker_b's as "assistant", each with the speaker's name; a shared
+photo becomes "[shares a photo: <caption>]").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from contracts import Message, SessionCompleted
+from services.common.domain.ids import deterministic_uuid
+
+CATEGORY_NAMES: dict[int, str] = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
+}
+ADVERSARIAL = 5
+
+
+class LocomoFormatError(ValueError):
+    """The file is not in the LoCoMo shape (see shared/eval/locomo/README.md)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LocomoTurn:
+    dia_id: str
+    speaker: str
+    text: str  # the turn's text with its photo caption, as ingested and as the baselines see it
+
+
+@dataclass(frozen=True, slots=True)
+class LocomoSession:
+    number: int
+    occurred_at: datetime
+    turns: tuple[LocomoTurn, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LocomoQuestion:
+    number: int  # position in the sample's qa list
+    question: str
+    answer: str
+    category: int
+    evidence: tuple[str, ...]
+    evidence_sessions: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class LocomoSample:
+    sample_id: str
+    speaker_a: str
+    speaker_b: str
+    sessions: tuple[LocomoSession, ...]
+    questions: tuple[LocomoQuestion, ...]
+
+    @property
+    def user_id(self) -> str:
+        return subject_token(self.sample_id)
+
+
+_MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+_SESSION_TIME = re.compile(
+    r"^\s*(\d{1,2}):(\d{2})\s*([ap])\.?\s*m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+)\.?,?\s+(\d{4})\s*$", re.IGNORECASE
+)
+_DIA_ID = re.compile(r"^D(\d+):(\d+)$")
+_SESSION_KEY = re.compile(r"^session_(\d+)$")
+_NOT_SUBJECT_TOKEN = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def subject_token(value: str) -> str:
+    """`value` as an id usable in a NATS subject (what SessionCompleted ids must be)."""
+    token = _NOT_SUBJECT_TOKEN.sub("-", value).strip("-")[:128]
+    if not token:
+        raise LocomoFormatError(f"cannot make an id from {value!r}")
+    return token
+
+
+def parse_session_time(text: str) -> datetime:
+    """ "1:56 pm on 8 May, 2023" → 2023-05-08 13:56 UTC (LoCoMo gives no time zone)."""
+    match = _SESSION_TIME.match(text)
+    if match is None:
+        raise LocomoFormatError(f"unrecognised session date {text!r} (expected like '1:56 pm on 8 May, 2023')")
+    hour, minute, half, day, month_name, year = match.groups()
+    month = _MONTHS.get(month_name.casefold())
+    if month is None:
+        raise LocomoFormatError(f"unrecognised month {month_name!r} in session date {text!r}")
+    hour_24 = int(hour) % 12 + (12 if half.casefold() == "p" else 0)
+    if not 1 <= int(hour) <= 12 or int(minute) > 59:
+        raise LocomoFormatError(f"impossible time in session date {text!r}")
+    try:
+        return datetime(int(year), month, int(day), hour_24, int(minute), tzinfo=UTC)
+    except ValueError as exc:
+        raise LocomoFormatError(f"impossible session date {text!r}: {exc}") from exc
+
+
+def dia_session(dia_id: str) -> int:
+    """ "D3:12" → 3 (session 3, turn 12)."""
+    match = _DIA_ID.match(dia_id.strip())
+    if match is None:
+        raise LocomoFormatError(f"unrecognised dialogue id {dia_id!r} (expected like 'D3:12')")
+    return int(match.group(1))
+
+
+def split_evidence(raw: Iterable[Any]) -> tuple[str, ...]:
+    """Evidence dialogue ids; a few LoCoMo entries pack several into one string ("D8:6; D9:17")."""
+    ids: list[str] = []
+    for entry in raw:
+        ids.extend(part for part in re.split(r"[;,\s]+", str(entry)) if part)
+    return tuple(ids)
+
+
+def turn_text(turn: Mapping[str, Any]) -> str:
+    """The turn's text, with the caption of a shared photo (the only trace of the image)."""
+    text = " ".join(str(turn.get("text") or "").split())
+    caption = " ".join(str(turn.get("blip_caption") or "").split())
+    if caption:
+        photo = f"[shares a photo: {caption}]"
+        return f"{text} {photo}" if text else photo
+    return text
+
+
+def _require(mapping: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in mapping:
+        raise LocomoFormatError(f"{where}: missing {key!r}")
+    return mapping[key]
+
+
+def parse_locomo(data: Any) -> list[LocomoSample]:
+    """Samples from parsed LoCoMo JSON (a list of samples)."""
+    if not isinstance(data, list):
+        raise LocomoFormatError("a LoCoMo file is a JSON list of samples")
+    samples: list[LocomoSample] = []
+    for position, raw in enumerate(data):
+        where = f"sample {position}"
+        if not isinstance(raw, dict):
+            raise LocomoFormatError(f"{where}: not an object")
+        sample_id = str(_require(raw, "sample_id", where))
+        where = f"sample {sample_id}"
+        conversation = _require(raw, "conversation", where)
+        speaker_a = str(_require(conversation, "speaker_a", where))
+        speaker_b = str(_require(conversation, "speaker_b", where))
+        sessions: list[LocomoSession] = []
+        for key, turns in conversation.items():
+            match = _SESSION_KEY.match(key)
+            if match is None or not turns:
+                continue  # dates of sessions that were never held, observations, summaries
+            number = int(match.group(1))
+            occurred_at = parse_session_time(str(_require(conversation, f"{key}_date_time", where)))
+            parsed_turns: list[LocomoTurn] = []
+            for turn in turns:
+                speaker = str(_require(turn, "speaker", f"{where} {key}"))
+                if speaker not in (speaker_a, speaker_b):
+                    raise LocomoFormatError(
+                        f"{where} {key}: speaker {speaker!r} is neither {speaker_a!r} nor {speaker_b!r}"
+                    )
+                text = turn_text(turn)
+                if text:
+                    parsed_turns.append(LocomoTurn(str(turn.get("dia_id", "")), speaker, text))
+            if parsed_turns:
+                sessions.append(LocomoSession(number, occurred_at, tuple(parsed_turns)))
+        sessions.sort(key=lambda s: s.number)
+        questions: list[LocomoQuestion] = []
+        for number, qa in enumerate(raw.get("qa") or []):
+            evidence = split_evidence(qa.get("evidence") or [])
+            answer = qa.get("answer", qa.get("adversarial_answer", ""))
+            questions.append(
+                LocomoQuestion(
+                    number=number,
+                    question=str(_require(qa, "question", f"{where} qa {number}")),
+                    answer=str(answer),
+                    category=int(_require(qa, "category", f"{where} qa {number}")),
+                    evidence=evidence,
+                    evidence_sessions=frozenset(dia_session(e) for e in evidence),
+                )
+            )
+        samples.append(LocomoSample(sample_id, speaker_a, speaker_b, tuple(sessions), tuple(questions)))
+    return samples
+
+
+def load_locomo(path: Path) -> list[LocomoSample]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise LocomoFormatError(f"{path}: invalid JSON: {exc.msg} at line {exc.lineno}") from exc
+    return parse_locomo(data)
+
+
+def session_id_for(sample: LocomoSample, session_number: int) -> str:
+    return f"{sample.user_id}-s{session_number}"
+
+
+def session_events(sample: LocomoSample, *, tenant_id: str, agent_id: str = "locomo-agent") -> list[SessionCompleted]:
+    """One SessionCompleted per session; deterministic event ids, so a re-run publishes duplicates only."""
+    roles = {sample.speaker_a: "user", sample.speaker_b: "assistant"}
+    events: list[SessionCompleted] = []
+    for session in sample.sessions:
+        events.append(
+            SessionCompleted.model_validate(
+                {
+                    "event_id": deterministic_uuid("locomo", tenant_id, sample.sample_id, str(session.number)),
+                    "tenant_id": tenant_id,
+                    "user_id": sample.user_id,
+                    "agent_id": agent_id,
+                    "session_id": session_id_for(sample, session.number),
+                    "channel": "private",
+                    "started_at": session.occurred_at,
+                    "ended_at": session.occurred_at,
+                    "locale": "en",
+                    "messages": [
+                        Message(role=roles[turn.speaker], content=turn.text, name=turn.speaker)  # type: ignore[arg-type]
+                        for turn in session.turns
+                    ],
+                    "metadata": {"source": "locomo", "sample_id": sample.sample_id},
+                }
+            )
+        )
+    return events

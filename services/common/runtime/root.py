@@ -1,0 +1,242 @@
+"""The one composition root: settings, resources and the services to run → running services.
+
+Every way tiermem runs goes through here, so every shape runs the same pieces in the same order:
+`tiermem up` (every service and the recall API in one process), `tiermem serve NAME` and the
+`faststream run services.NAME.app:create_app --factory` factories (one consumer per process: how
+production runs), `tiermem serve recall-api`, the MCP stdio server and the test fixtures.
+
+The root cannot import the services (import-linter keeps `services.common` below them): callers
+pass the service definitions, and the recall API as an ASGI app factory."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from faststream import FastStream
+from nats.aio.subscription import Subscription
+
+from contracts import Subjects
+from services.common.runtime.broker import (
+    ConsumerSpec,
+    DeadLetterWriter,
+    EventPublisher,
+    build_broker,
+    provision,
+    watch_max_deliveries,
+)
+from services.common.runtime.resources import Resources, ServiceContext
+from services.common.runtime.service import ServiceDefinition, build_context
+from services.common.runtime.settings import TierMemSettings, load_settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HttpApi:
+    """An ASGI app served next to the services (the recall API). It is built on the root's
+    resources, so it shares one set of stores with the services of the same process (a Qdrant Edge
+    shard belongs to one process)."""
+
+    build: Callable[[Resources], Any]
+    host: str
+    port: int
+    log_level: str = "info"
+
+
+class ServiceRoot:
+    """Services registered on one broker, sharing one set of resources, plus what runs beside them:
+    the max-deliveries watcher of exactly their consumers, their background tasks and optionally
+    an HTTP API.
+
+    Start order: provision streams and consumers → connect the broker → watcher → start the
+    broker's subscribers → background tasks → HTTP API. Stop: HTTP API → background tasks →
+    watcher → broker → resources. The pieces are separate methods so FastStream's lifespan hooks
+    (which start and stop the broker themselves) can call them around the broker."""
+
+    def __init__(
+        self,
+        settings: TierMemSettings,
+        services: Sequence[ServiceDefinition[Any]],
+        *,
+        resources: Resources | None = None,
+        name: str = "embedded",
+        http_api: HttpApi | None = None,
+    ) -> None:
+        self.settings = settings
+        self.services = list(services)
+        self.subjects = Subjects(settings.nats.subject_root)
+        self.resources = resources or Resources(settings)
+        self.broker = build_broker(settings, name)
+        self.contexts: dict[str, ServiceContext[Any]] = {}
+        for definition in self.services:
+            context = build_context(definition.settings_from(settings), self.broker, self.resources)
+            definition.register(self.broker, context)
+            self.contexts[definition.name] = context
+        self.http_app: Any = http_api.build(self.resources) if http_api is not None else None
+        self.background: list[asyncio.Task[None]] = []
+        self._http_api = http_api
+        self._http_server: uvicorn.Server | None = None
+        self._http_task: asyncio.Task[None] | None = None
+        self._advisories: list[Subscription] = []
+        self._broker_connected = False
+
+    def consumers(self) -> list[ConsumerSpec]:
+        """The durable consumers of the services this root runs."""
+        return [spec for definition in self.services for spec in definition.consumers(self.subjects)]
+
+    # ---------------------------------------------------------------------------------- start
+    async def start(self) -> None:
+        """Start everything; on failure, stop what already started and re-raise."""
+        try:
+            await self.prepare()
+            if self._broker_connected:
+                await self.broker.start()
+            await self.start_after_broker()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def prepare(self) -> None:
+        """What must be in place before the subscribers pull: streams and this root's durable
+        consumers (idempotent), the broker's connection, and the watcher of exactly these
+        consumers, so the advisory of a message that ran out of deliveries while no process ran
+        (it is sent on the next pull) is heard. A root without services (the recall API alone,
+        the MCP server) needs none of it."""
+        consumers = self.consumers()
+        if not consumers:
+            return
+        await provision(await self.resources.jetstream(), self.settings.nats, consumers)
+        self._broker_connected = True
+        await self.broker.connect()
+        dead_letters = DeadLetterWriter(EventPublisher(self.broker), self.subjects)
+        self._advisories = await watch_max_deliveries(await self.resources.nats(), consumers, dead_letters)
+
+    async def start_after_broker(self) -> None:
+        """What needs the running services: their background tasks, then the HTTP API."""
+        for definition in self.services:
+            if definition.background is not None:
+                self.background.append(asyncio.create_task(definition.background(self.contexts[definition.name])))
+        await self._start_http()
+
+    async def _start_http(self) -> None:
+        if self._http_api is None:
+            return
+        config = uvicorn.Config(
+            self.http_app,
+            host=self._http_api.host,
+            port=self._http_api.port,
+            log_level=self._http_api.log_level,
+            lifespan="on",
+        )
+        server = uvicorn.Server(config)
+        self._http_server = server
+        self._http_task = asyncio.create_task(server.serve())
+        while not server.started:
+            if self._http_task.done():
+                self._http_task.result()
+                raise RuntimeError("the HTTP API stopped during start-up")
+            await asyncio.sleep(0.02)
+
+    async def wait(self, stop: asyncio.Event) -> None:
+        """Until `stop` is set, or the HTTP API ended by itself (e.g. it caught the signal)."""
+        waiters: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait())]
+        if self._http_task is not None:
+            waiters.append(asyncio.shield(self._http_task))
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+
+    # ----------------------------------------------------------------------------------- stop
+    async def stop(self) -> None:
+        """Stop everything that started, in reverse order; safe to call more than once."""
+        await self.stop_before_broker()
+        if self._broker_connected:
+            self._broker_connected = False
+            await self.broker.stop()
+        await self.release()
+
+    async def stop_before_broker(self) -> None:
+        """The HTTP API, the background tasks and the watcher (it publishes through the broker)."""
+        await self._stop_http()
+        background, self.background = self.background, []
+        for task in background:
+            task.cancel()
+        for task in background:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        advisories, self._advisories = self._advisories, []
+        for subscription in advisories:
+            with contextlib.suppress(Exception):
+                await subscription.unsubscribe()
+
+    async def _stop_http(self) -> None:
+        if self._http_server is not None:
+            self._http_server.should_exit = True
+        task, self._http_task, self._http_server = self._http_task, None, None
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await task
+
+    async def release(self) -> None:
+        """Close the stores, gateways and the admin connection."""
+        await self.resources.close()
+
+
+def compose(
+    settings: TierMemSettings,
+    services: Sequence[ServiceDefinition[Any]],
+    *,
+    resources: Resources | None = None,
+    name: str = "embedded",
+    http_api: HttpApi | None = None,
+) -> ServiceRoot:
+    """The services wired on one broker, not started yet."""
+    return ServiceRoot(settings, services, resources=resources, name=name, http_api=http_api)
+
+
+async def bootstrap(
+    settings: TierMemSettings,
+    services: Sequence[ServiceDefinition[Any]],
+    *,
+    resources: Resources | None = None,
+    name: str = "embedded",
+    http_api: HttpApi | None = None,
+) -> ServiceRoot:
+    """The services (and the HTTP API) running; `await root.stop()` stops them all."""
+    root = compose(settings, services, resources=resources, name=name, http_api=http_api)
+    await root.start()
+    return root
+
+
+def create_service_app(definition: ServiceDefinition[Any], base: TierMemSettings | None = None) -> FastStream:
+    """One service alone against external servers: how Kubernetes runs it (`tiermem serve NAME`,
+    or `faststream run services.NAME.app:create_app --factory`). FastStream starts and stops the
+    broker (and handles the signals); its lifespan hooks run the root's pieces around it."""
+    root = compose(base or load_settings(), [definition], name=definition.name)
+    app = FastStream(root.broker)
+
+    @app.on_startup
+    async def _prepare() -> None:
+        await root.prepare()
+
+    @app.after_startup
+    async def _start_after_broker() -> None:
+        await root.start_after_broker()
+
+    @app.on_shutdown
+    async def _stop_before_broker() -> None:
+        await root.stop_before_broker()
+
+    @app.after_shutdown
+    async def _release() -> None:
+        await root.release()
+
+    return app

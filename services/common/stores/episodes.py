@@ -1,0 +1,495 @@
+"""The episodic tier: episodes (one per session) and their passages (chunks of the raw session),
+as typed records in the `episodes` and `passages` collections.
+
+This module is the only place that knows the point layout. The payload keys are those the
+episodic summarizer has always written, so points written before this module existed read back;
+a point missing a field added later reads with that field's default, and a point that cannot be
+read at all is skipped with a log line (one bad point must not take recall down).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, cast, get_args
+
+from contracts.events import Channel, Scope
+from services.common.domain.ids import deterministic_uuid
+from services.common.domain.owner import Owner
+from services.common.gateways.embedder import Embedder
+from services.common.gateways.keywords import KeywordEncoder
+from services.common.stores.maintenance import PointText, epoch_field, owners_of, point_text, record_recalls
+from services.common.stores.vector.port import (
+    EPISODES,
+    PASSAGES,
+    HybridWeights,
+    SearchFilter,
+    SparseVector,
+    VectorIndex,
+    VectorRecord,
+)
+
+log = logging.getLogger(__name__)
+
+_SCAN_LIMIT = 10_000
+_SCOPES: tuple[str, ...] = get_args(Scope)
+_CHANNELS: tuple[str, ...] = get_args(Channel)
+
+
+def episode_id_for(owner: Owner, session_id: str) -> str:
+    """The episode id of a session: uuid5 of tenant, user and session (a replay maps to the same point)."""
+    return str(deterministic_uuid("episode", owner.tenant_id, owner.user_id, session_id))
+
+
+def passage_id_for(episode_id: str, index: int) -> str:
+    """The id of the episode's `index`-th passage."""
+    return str(deterministic_uuid("passage", episode_id, str(index)))
+
+
+@dataclass(frozen=True, slots=True)
+class ModelUsage:
+    """What producing the summary cost; the offline extractive summary costs nothing."""
+
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    """One session, summarised. `recall_count` / `last_recalled_at_ts` are recall's record (the
+    pruner's never-recalled signal); a rewrite of a stored episode keeps the stored values."""
+
+    episode_id: str
+    session_id: str
+    agent_id: str
+    occurred_at: datetime
+    summary: str
+    scope: Scope = "personal"
+    channel: Channel = "private"
+    expires_at: datetime | None = None
+    language: str = ""
+    abstract: str = ""
+    entity_names: tuple[str, ...] = ()
+    source_event_id: str | None = None
+    raw_stream: str | None = None
+    raw_stream_sequence: int | None = None
+    passage_count: int = 0
+    recall_count: int = 0
+    last_recalled_at_ts: float | None = None
+    usage: ModelUsage = field(default_factory=ModelUsage)
+
+    @property
+    def last_recalled_at(self) -> datetime | None:
+        return None if self.last_recalled_at_ts is None else datetime.fromtimestamp(self.last_recalled_at_ts, UTC)
+
+    def is_expired(self, now: datetime) -> bool:
+        return self.expires_at is not None and self.expires_at < now
+
+    def passage(self, index: int, text: str, *, first_turn: int, last_turn: int) -> Passage:
+        """A passage of this episode; it carries the episode's context (filters apply to both)."""
+        return Passage(
+            episode_id=self.episode_id,
+            index=index,
+            text=text,
+            first_turn=first_turn,
+            last_turn=last_turn,
+            session_id=self.session_id,
+            agent_id=self.agent_id,
+            occurred_at=self.occurred_at,
+            scope=self.scope,
+            channel=self.channel,
+            expires_at=self.expires_at,
+            language=self.language,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A chunk of the raw session (turns `first_turn`..`last_turn`), searchable on its own."""
+
+    episode_id: str
+    index: int
+    text: str
+    first_turn: int
+    last_turn: int
+    session_id: str
+    agent_id: str
+    occurred_at: datetime
+    scope: Scope = "personal"
+    channel: Channel = "private"
+    expires_at: datetime | None = None
+    language: str = ""
+
+    @property
+    def passage_id(self) -> str:
+        return passage_id_for(self.episode_id, self.index)
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeHit:
+    episode: Episode
+    score: float  # fused score in [0, 1]
+
+
+@dataclass(frozen=True, slots=True)
+class PassageHit:
+    passage: Passage
+    score: float  # fused score in [0, 1]
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedEpisodes:
+    episodes: int
+    passages: int
+
+
+@dataclass(frozen=True, slots=True)
+class PointTimes:
+    """The times pruning decides on, of an episode or a passage. Read field by field from any point,
+    also one that is otherwise unreadable (a malformed episode must still expire); a field that is
+    not an epoch number reads as None."""
+
+    point_id: str
+    occurred_at_ts: float | None = None
+    expires_at_ts: float | None = None
+    last_recalled_at_ts: float | None = None
+
+
+# --------------------------------------------------------------------------------------------------
+# The point layout (the only place that knows it)
+
+
+def _time_fields(name: str, value: datetime | None) -> dict[str, Any]:
+    return {name: value.isoformat() if value else None, f"{name}_ts": value.timestamp() if value else None}
+
+
+def _context_payload(record: Episode | Passage) -> dict[str, Any]:
+    return {
+        "agent_id": record.agent_id,
+        "session_id": record.session_id,
+        "scope": record.scope,
+        "channel": record.channel,
+        **_time_fields("occurred_at", record.occurred_at),
+        **_time_fields("expires_at", record.expires_at),
+        "episode_id": record.episode_id,
+        "language": record.language,
+    }
+
+
+def episode_payload(episode: Episode) -> dict[str, Any]:
+    """The stored payload of an episode. Public only for bulk loaders that write points with their
+    own vectors (the recall benchmark); everything else writes through `EpisodeStore`."""
+    return {
+        **_context_payload(episode),
+        "kind": "episode",
+        "summary": episode.summary,
+        "abstract": episode.abstract,
+        "entity_names": list(episode.entity_names),
+        "source_event_id": episode.source_event_id,
+        "raw_stream": episode.raw_stream,
+        "raw_stream_sequence": episode.raw_stream_sequence,
+        "passage_count": episode.passage_count,
+        "recall_count": episode.recall_count,
+        "last_recalled_at_ts": episode.last_recalled_at_ts,
+        "model": episode.usage.model,
+        "prompt_tokens": episode.usage.prompt_tokens,
+        "completion_tokens": episode.usage.completion_tokens,
+        "cost_usd": episode.usage.cost_usd,
+    }
+
+
+def _passage_payload(passage: Passage) -> dict[str, Any]:
+    return {
+        **_context_payload(passage),
+        "kind": "passage",
+        "index": passage.index,
+        "text": passage.text,
+        "first_turn": passage.first_turn,
+        "last_turn": passage.last_turn,
+    }
+
+
+class _Malformed(ValueError):
+    pass
+
+
+def _read_time(payload: Mapping[str, Any], name: str) -> datetime | None:
+    text = payload.get(name)
+    if isinstance(text, str) and text:
+        value = datetime.fromisoformat(text)
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    seconds = payload.get(f"{name}_ts")
+    if isinstance(seconds, int | float):
+        return datetime.fromtimestamp(seconds, UTC)
+    return None
+
+
+def _read_str(payload: Mapping[str, Any], name: str, default: str | None = None) -> str:
+    value = payload.get(name)
+    if value is None:
+        if default is None:
+            raise _Malformed(f"no {name}")
+        return default
+    return str(value)
+
+
+def _read_int(payload: Mapping[str, Any], name: str) -> int | None:
+    value = payload.get(name)
+    return None if value is None else int(value)
+
+
+def _read_context(point_id: str, payload: Mapping[str, Any]) -> dict[str, Any]:
+    occurred_at = _read_time(payload, "occurred_at")
+    if occurred_at is None:
+        raise _Malformed("no occurred_at")
+    scope = payload.get("scope") or "personal"
+    channel = payload.get("channel") or "private"
+    if scope not in _SCOPES or channel not in _CHANNELS:
+        raise _Malformed(f"scope {scope!r} / channel {channel!r}")
+    return {
+        "episode_id": _read_str(payload, "episode_id", point_id),
+        "session_id": _read_str(payload, "session_id"),
+        "agent_id": _read_str(payload, "agent_id", ""),
+        "occurred_at": occurred_at,
+        "scope": cast(Scope, scope),
+        "channel": cast(Channel, channel),
+        "expires_at": _read_time(payload, "expires_at"),
+        "language": _read_str(payload, "language", ""),
+    }
+
+
+def _read_episode(point_id: str, payload: Mapping[str, Any]) -> Episode:
+    summary = _read_str(payload, "summary", "")
+    last_recalled = payload.get("last_recalled_at_ts")
+    source_event_id = payload.get("source_event_id")
+    raw_stream = payload.get("raw_stream")
+    return Episode(
+        **_read_context(point_id, payload),
+        summary=summary,
+        abstract=_read_str(payload, "abstract", summary),
+        entity_names=tuple(str(name) for name in payload.get("entity_names") or ()),
+        source_event_id=None if source_event_id is None else str(source_event_id),
+        raw_stream=None if raw_stream is None else str(raw_stream),
+        raw_stream_sequence=_read_int(payload, "raw_stream_sequence"),
+        passage_count=_read_int(payload, "passage_count") or 0,
+        recall_count=_read_int(payload, "recall_count") or 0,
+        last_recalled_at_ts=float(last_recalled) if isinstance(last_recalled, int | float) else None,
+        usage=ModelUsage(
+            model=_read_str(payload, "model", ""),
+            prompt_tokens=_read_int(payload, "prompt_tokens") or 0,
+            completion_tokens=_read_int(payload, "completion_tokens") or 0,
+            cost_usd=float(payload.get("cost_usd") or 0.0),
+        ),
+    )
+
+
+def _read_passage(point_id: str, payload: Mapping[str, Any]) -> Passage:
+    index = _read_int(payload, "index")
+    if index is None:
+        raise _Malformed("no index")
+    first_turn = _read_int(payload, "first_turn")
+    last_turn = _read_int(payload, "last_turn")
+    return Passage(
+        **_read_context(point_id, payload),
+        index=index,
+        text=_read_str(payload, "text"),
+        first_turn=index if first_turn is None else first_turn,
+        last_turn=index if last_turn is None else last_turn,
+    )
+
+
+def read_point_times(point_id: str, payload: Mapping[str, Any]) -> PointTimes:
+    """The times of an episode or passage point, whatever else it holds (see `PointTimes`)."""
+    return PointTimes(
+        point_id=point_id,
+        occurred_at_ts=epoch_field(payload, "occurred_at_ts"),
+        expires_at_ts=epoch_field(payload, "expires_at_ts"),
+        last_recalled_at_ts=epoch_field(payload, "last_recalled_at_ts"),
+    )
+
+
+def _episode_or_none(point_id: str, payload: Mapping[str, Any]) -> Episode | None:
+    try:
+        return _read_episode(point_id, payload)
+    except (_Malformed, ValueError, TypeError) as exc:
+        log.warning("skipping episode point %s with an unreadable payload: %s", point_id, exc)
+        return None
+
+
+def _passage_or_none(point_id: str, payload: Mapping[str, Any]) -> Passage | None:
+    try:
+        return _read_passage(point_id, payload)
+    except (_Malformed, ValueError, TypeError) as exc:
+        log.warning("skipping passage point %s with an unreadable payload: %s", point_id, exc)
+        return None
+
+
+# --------------------------------------------------------------------------------------------------
+# The store
+
+
+class EpisodeStore:
+    """Episodes and passages of one vector index; every call is scoped to an `Owner`."""
+
+    def __init__(self, index: VectorIndex, embedder: Embedder, keywords: KeywordEncoder) -> None:
+        self._index = index
+        self._embedder = embedder
+        self._keywords = keywords
+
+    async def write(self, owner: Owner, episode: Episode, passages: Sequence[Passage]) -> Episode:
+        """Store the episode with exactly these passages; returns the episode as stored.
+
+        Idempotent: a replay rewrites the same points, keeps what recall recorded on the stored
+        episode, and removes passages the new version no longer has (a session re-sent with fewer
+        turns). Passages are written before the episode, so a crash in between leaves no episode
+        pointing at missing passages."""
+        strangers = [p.index for p in passages if p.episode_id != episode.episode_id]
+        if strangers:
+            raise ValueError(f"passages {strangers} belong to another episode than {episode.episode_id}")
+        stored = await self.get(owner, [episode.episode_id])
+        if stored:
+            kept = stored[0]
+            episode = replace(episode, recall_count=kept.recall_count, last_recalled_at_ts=kept.last_recalled_at_ts)
+        episode = replace(episode, passage_count=len(passages))
+        texts = [episode.summary, *(p.text for p in passages)]
+        vectors = await self._embedder.embed_passages(texts)
+        sparse: list[SparseVector] = await asyncio.to_thread(self._keywords.encode_documents, texts)
+        passage_records = [
+            VectorRecord(id=p.passage_id, dense=dense, sparse=keyword_vector, payload=_passage_payload(p))
+            for p, dense, keyword_vector in zip(passages, vectors[1:], sparse[1:], strict=True)
+        ]
+        current = {record.id for record in passage_records}
+        existing = await self._index.scroll(
+            PASSAGES, owner, SearchFilter(match={"episode_id": episode.episode_id}), limit=_SCAN_LIMIT
+        )
+        stale = [record.id for record in existing if record.id not in current]
+        if stale:
+            await self._index.delete(PASSAGES, owner, SearchFilter(ids=stale))
+        if passage_records:
+            await self._index.upsert(PASSAGES, owner, passage_records)
+        await self._index.upsert(
+            EPISODES,
+            owner,
+            [VectorRecord(id=episode.episode_id, dense=vectors[0], sparse=sparse[0], payload=episode_payload(episode))],
+        )
+        return episode
+
+    async def get(self, owner: Owner, episode_ids: Sequence[str]) -> list[Episode]:
+        """The owner's episodes among `episode_ids` (other owners' ids read as absent)."""
+        if not episode_ids:
+            return []
+        records = await self._index.get(EPISODES, owner, episode_ids)
+        return [e for r in records if (e := _episode_or_none(r.id, r.payload)) is not None]
+
+    async def scroll(self, owner: Owner, search_filter: SearchFilter | None = None, limit: int = 1000) -> list[Episode]:
+        """The owner's episodes matching the filter (ids, channels, time windows...), up to `limit`."""
+        records = await self._index.scroll(EPISODES, owner, search_filter, limit)
+        return [e for r in records if (e := _episode_or_none(r.id, r.payload)) is not None]
+
+    async def passages(self, owner: Owner, episode_id: str) -> list[Passage]:
+        """The episode's passages in order."""
+        found = await self.scroll_passages(owner, SearchFilter(match={"episode_id": episode_id}), _SCAN_LIMIT)
+        return sorted(found, key=lambda p: p.index)
+
+    async def scroll_passages(
+        self, owner: Owner, search_filter: SearchFilter | None = None, limit: int = 1000
+    ) -> list[Passage]:
+        records = await self._index.scroll(PASSAGES, owner, search_filter, limit)
+        return [p for r in records if (p := _passage_or_none(r.id, r.payload)) is not None]
+
+    async def search(
+        self,
+        owner: Owner,
+        *,
+        dense: Sequence[float],
+        sparse: SparseVector,
+        weights: HybridWeights,
+        limit: int,
+        search_filter: SearchFilter | None = None,
+    ) -> list[EpisodeHit]:
+        """Hybrid search over the owner's episodes (summaries), best first."""
+        hits = await self._index.hybrid_query(
+            EPISODES, owner, dense=dense, sparse=sparse, weights=weights, limit=limit, search_filter=search_filter
+        )
+        return [EpisodeHit(e, h.score) for h in hits if (e := _episode_or_none(h.id, h.payload)) is not None]
+
+    async def search_passages(
+        self,
+        owner: Owner,
+        *,
+        dense: Sequence[float],
+        sparse: SparseVector,
+        weights: HybridWeights,
+        limit: int,
+        search_filter: SearchFilter | None = None,
+    ) -> list[PassageHit]:
+        """Hybrid search over the owner's passages (raw session text), best first."""
+        hits = await self._index.hybrid_query(
+            PASSAGES, owner, dense=dense, sparse=sparse, weights=weights, limit=limit, search_filter=search_filter
+        )
+        return [PassageHit(p, h.score) for h in hits if (p := _passage_or_none(h.id, h.payload)) is not None]
+
+    async def delete(self, owner: Owner, episode_ids: Sequence[str]) -> DeletedEpisodes:
+        """Delete episodes with their passages. Passages first, the episode last: a crash in between
+        leaves the episode to be found (and deleted) again."""
+        if not episode_ids:
+            return DeletedEpisodes(episodes=0, passages=0)
+        passages = await self._index.delete(PASSAGES, owner, SearchFilter(match={"episode_id": list(episode_ids)}))
+        episodes = await self._index.delete(EPISODES, owner, SearchFilter(ids=list(episode_ids)))
+        return DeletedEpisodes(episodes=episodes, passages=passages)
+
+    async def delete_passages(self, owner: Owner, passage_ids: Sequence[str]) -> int:
+        if not passage_ids:
+            return 0
+        return await self._index.delete(PASSAGES, owner, SearchFilter(ids=list(passage_ids)))
+
+    async def delete_owner(self, owner: Owner) -> DeletedEpisodes:
+        """Every episode and passage of the owner (an erased user), passages first."""
+        passages = await self._index.delete(PASSAGES, owner)
+        episodes = await self._index.delete(EPISODES, owner)
+        return DeletedEpisodes(episodes=episodes, passages=passages)
+
+    async def count(self, owner: Owner, search_filter: SearchFilter | None = None) -> int:
+        """Episode points matching the filter, readable or not."""
+        return await self._index.count(EPISODES, owner, search_filter)
+
+    async def count_passages(self, owner: Owner, search_filter: SearchFilter | None = None) -> int:
+        """Passage points matching the filter, readable or not."""
+        return await self._index.count(PASSAGES, owner, search_filter)
+
+    # ---------------------------------------------------------------------------------------------
+    # Maintenance: recall counts, pruning and erasure reach every point, readable or not
+
+    async def record_recalls(self, owner: Owner, recalls: Mapping[str, tuple[int, float]]) -> int:
+        """Add to the episodes' recall counts: per episode id, (times recalled, latest epoch time).
+        Ids the owner does not have are skipped; returns the episodes updated."""
+        return await record_recalls(self._index, EPISODES, owner, recalls)
+
+    async def owners(self) -> set[Owner]:
+        """Every owner with an episode or a passage."""
+        return await owners_of(self._index, (EPISODES, PASSAGES))
+
+    async def scroll_times(self, owner: Owner, search_filter: SearchFilter | None, limit: int) -> list[PointTimes]:
+        """The times of the owner's episode points matching the filter, one per point."""
+        records = await self._index.scroll(EPISODES, owner, search_filter, limit)
+        return [read_point_times(r.id, r.payload) for r in records]
+
+    async def scroll_passage_times(
+        self, owner: Owner, search_filter: SearchFilter | None, limit: int
+    ) -> list[PointTimes]:
+        """The times of the owner's passage points matching the filter, one per point."""
+        records = await self._index.scroll(PASSAGES, owner, search_filter, limit)
+        return [read_point_times(r.id, r.payload) for r in records]
+
+    async def episode_texts(self, owner: Owner, limit: int) -> list[PointText]:
+        """The searchable text of every episode point of the owner (up to `limit`)."""
+        return [point_text(r.id, r.payload) for r in await self._index.scroll(EPISODES, owner, None, limit)]
+
+    async def passage_texts(self, owner: Owner, limit: int) -> list[PointText]:
+        """The searchable text of every passage point of the owner (up to `limit`)."""
+        return [point_text(r.id, r.payload) for r in await self._index.scroll(PASSAGES, owner, None, limit)]

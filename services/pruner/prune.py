@@ -1,0 +1,186 @@
+"""The prune pass: every rule of `logic` applied to every owner of the vector collections, reported
+as a PruneReport event. The graph is the semantic tier and is never pruned; neither are current facts."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from contracts import PruneReport
+from services.common.domain.ids import deterministic_uuid
+from services.common.domain.owner import Owner
+from services.common.runtime.resources import Resources, ServiceContext
+from services.common.stores.episodes import EpisodeStore
+from services.common.stores.facts import FactStore
+from services.common.stores.vector.port import SearchFilter
+from services.pruner.logic import PrunePolicy, add_counts, passage_expired, plan_episode_prune, superseded_fact_due
+from services.pruner.settings import PrunerSettings
+
+log = logging.getLogger(__name__)
+
+# Store time windows are half-open ([after, before)); expiry is inclusive, hence the margin. The
+# rules re-check every point, so the margin can only make a page return a point that stays.
+_INCLUSIVE_MARGIN = timedelta(milliseconds=1)
+
+
+def prune_policy(settings: PrunerSettings) -> PrunePolicy:
+    return PrunePolicy.from_days(settings.unrecalled_max_age_days, settings.superseded_grace_days)
+
+
+def _tally(verdicts: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for verdict in verdicts:
+        counts[f"episodes_{verdict}"] = counts.get(f"episodes_{verdict}", 0) + 1
+    return counts
+
+
+async def _delete_episodes(episodes: EpisodeStore, owner: Owner, episode_ids: Sequence[str]) -> dict[str, int]:
+    return {"passages": (await episodes.delete(owner, episode_ids)).passages}
+
+
+async def _prune_expired_episodes(
+    episodes: EpisodeStore, owner: Owner, now: datetime, policy: PrunePolicy, page_size: int
+) -> dict[str, int]:
+    """Episodes past their TTL. Every page holds only expired points, so each round shrinks the set."""
+    removed: dict[str, int] = {}
+    until = now + _INCLUSIVE_MARGIN
+    while True:
+        page = await episodes.scroll_times(owner, SearchFilter(before=until, time_field="expires_at_ts"), page_size)
+        planned = plan_episode_prune(page, now, policy)
+        if not planned:
+            break
+        add_counts(removed, _tally(planned.values()))
+        add_counts(removed, await _delete_episodes(episodes, owner, list(planned)))
+        if len(page) < page_size:
+            break
+    return removed
+
+
+async def _prune_unrecalled_episodes(
+    episodes: EpisodeStore, owner: Owner, now: datetime, policy: PrunePolicy, settings: PrunerSettings
+) -> tuple[dict[str, int], bool]:
+    """Episodes never recalled (or not for a long time): old enough by session time, then checked in
+    full. Returns the counts and whether the scan hit the scan limit."""
+    removed: dict[str, int] = {}
+    if policy.unrecalled_max_age is None:
+        return removed, False
+    cutoff = now - policy.unrecalled_max_age
+    candidates = await episodes.scroll_times(
+        owner, SearchFilter(before=cutoff + _INCLUSIVE_MARGIN, time_field="occurred_at_ts"), settings.scan_limit
+    )
+    truncated = len(candidates) >= settings.scan_limit
+    planned = plan_episode_prune(candidates, now, policy)
+    ids = list(planned)
+    page_size = settings.prune_page_size
+    for start in range(0, len(ids), page_size):
+        chunk = ids[start : start + page_size]
+        add_counts(removed, _tally(planned[episode_id] for episode_id in chunk))
+        add_counts(removed, await _delete_episodes(episodes, owner, chunk))
+    return removed, truncated
+
+
+async def _prune_orphaned_passages(
+    episodes: EpisodeStore, owner: Owner, now: datetime, page_size: int
+) -> dict[str, int]:
+    """Passages whose episode is gone (a crash between the two deletes), past their TTL."""
+    removed: dict[str, int] = {}
+    until = now + _INCLUSIVE_MARGIN
+    while True:
+        page = await episodes.scroll_passage_times(
+            owner, SearchFilter(before=until, time_field="expires_at_ts"), page_size
+        )
+        expired = [times.point_id for times in page if passage_expired(times, now)]
+        if not expired:
+            break
+        add_counts(removed, {"passages": await episodes.delete_passages(owner, expired)})
+        if len(page) < page_size:
+            break
+    return removed
+
+
+async def _prune_superseded_facts(
+    facts: FactStore, owner: Owner, now: datetime, policy: PrunePolicy, page_size: int
+) -> dict[str, int]:
+    """Superseded fact versions past the grace period. Current facts are never candidates."""
+    removed: dict[str, int] = {}
+    cutoff = now - policy.superseded_grace
+    while True:
+        page = await facts.scroll_lifetimes(
+            owner, SearchFilter(before=cutoff + _INCLUSIVE_MARGIN, time_field="valid_to_ts"), page_size
+        )
+        due = [lifetime.fact_id for lifetime in page if superseded_fact_due(lifetime, now, policy)]
+        if not due:
+            break
+        add_counts(removed, {"facts_superseded": await facts.delete(owner, due)})
+        if len(page) < page_size:
+            break
+    return removed
+
+
+async def _prune_owner(
+    episodes: EpisodeStore,
+    facts: FactStore,
+    owner: Owner,
+    now: datetime,
+    policy: PrunePolicy,
+    settings: PrunerSettings,
+) -> tuple[dict[str, int], bool]:
+    """Apply every rule to one owner; returns the counts and whether a scan hit the scan limit."""
+    page_size = settings.prune_page_size
+    removed = await _prune_expired_episodes(episodes, owner, now, policy, page_size)
+    unrecalled, truncated = await _prune_unrecalled_episodes(episodes, owner, now, policy, settings)
+    add_counts(removed, unrecalled)
+    add_counts(removed, await _prune_orphaned_passages(episodes, owner, now, page_size))
+    add_counts(removed, await _prune_superseded_facts(facts, owner, now, policy, page_size))
+    return removed, truncated
+
+
+async def run_prune_pass(resources: Resources, settings: PrunerSettings, now: datetime) -> PruneReport:
+    """One pass over every owner of the episode and fact stores, evaluated at `now`."""
+    if now.tzinfo is None:
+        raise ValueError("now must be timezone-aware")
+    started = datetime.now(UTC)
+    policy = prune_policy(settings)
+    episodes, facts = await resources.episodes(), await resources.facts()
+    owners = await episodes.owners() | await facts.owners()
+    removed = {"episodes_expired": 0, "episodes_unrecalled": 0, "passages": 0, "facts_superseded": 0}
+    truncated: list[str] = []
+    for owner in sorted(owners, key=lambda o: (o.tenant_id, o.user_id)):
+        counts, owner_truncated = await _prune_owner(episodes, facts, owner, now, policy, settings)
+        add_counts(removed, counts)
+        if owner_truncated:
+            truncated.append(f"{owner.tenant_id}/{owner.user_id}")
+    return PruneReport(
+        event_id=deterministic_uuid("prune-completed", now.isoformat()),
+        now=now,
+        started_at=started,
+        finished_at=datetime.now(UTC),
+        owners_scanned=len(owners),
+        removed=removed,
+        truncated_owners=truncated,
+    )
+
+
+async def prune_once(ctx: ServiceContext[PrunerSettings], now: datetime) -> PruneReport:
+    """Run one pass and report it: a log line, counters on the context, and a PruneReport event on
+    `prune_completed()` in the derived stream (its event id is the Nats-Msg-Id, so a pass repeated at
+    the same clock reading is published once)."""
+    report = await run_prune_pass(ctx.resources, ctx.settings, now)
+    for name, count in report.removed.items():
+        ctx.count(f"pruned_{name}", count)
+    ctx.count("prune_passes")
+    await ctx.publisher.publish(
+        report, ctx.subjects.prune_completed(), msg_id=str(report.event_id), stream=ctx.subjects.derived_stream
+    )
+    log.info(
+        "prune pass at %s: %s over %d owners in %.1fs%s",
+        now.isoformat(),
+        ", ".join(f"{name}={count}" for name, count in report.removed.items()),
+        report.owners_scanned,
+        (report.finished_at - report.started_at).total_seconds(),
+        f"; scan limit hit for {', '.join(report.truncated_owners)}" if report.truncated_owners else "",
+    )
+    if report.truncated_owners:
+        log.warning("prune scan limit (%d) reached for %s", ctx.settings.scan_limit, report.truncated_owners)
+    return report

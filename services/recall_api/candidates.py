@@ -1,0 +1,207 @@
+"""Shared retrieval for every read level: the query embedded (dense and keyword), hybrid hits from
+the episode, passage and fact collections under the owner's filters, and the candidates ranking
+works on. Isolation: every store call takes the `Owner` it is given."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from services.common.domain.facts import Fact
+from services.common.domain.owner import Owner
+from services.common.runtime.resources import Resources
+from services.common.stores.episodes import EpisodeHit, EpisodeStore, PassageHit
+from services.common.stores.facts import FactHit, FactStore
+from services.common.stores.vector.port import HybridWeights, SearchFilter, SparseVector
+from services.recall_api import ranking
+from services.recall_api.ranking import Candidate, Ranked
+from services.recall_api.recall_counts import RecallCountUpdater
+
+LIVE_FACT_STATUSES = ["confirmed", "tentative"]
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    text: str
+    dense: list[float]
+    sparse: SparseVector
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateSearch:
+    """What to look for: the kinds of memory, the channel and agent they must belong to, and how many
+    hits to fetch per collection before ranking."""
+
+    weights: HybridWeights
+    fetch: int
+    kinds: Sequence[str]
+    channel: str
+    agent_id: str | None
+    include_superseded: bool
+    now: datetime
+
+
+def channel_filter(channel: str) -> list[str] | None:
+    """A group conversation only sees memories stated in a group; a private one sees both."""
+    return ["group"] if channel == "group" else None
+
+
+def episode_filter(channel: str, agent_id: str | None, now: datetime) -> SearchFilter:
+    # Expired episodes may still be stored until the pruner's next run; never return them.
+    return SearchFilter(agent_id=agent_id, channels=channel_filter(channel), after=now, time_field="expires_at_ts")
+
+
+def fact_filter(channel: str, include_superseded: bool = False) -> SearchFilter:
+    match: dict[str, str | int | bool | Sequence[str]] = {}
+    if not include_superseded:
+        match["status"] = LIVE_FACT_STATUSES
+    return SearchFilter(channels=channel_filter(channel), match=match)
+
+
+def note_recalled(recall_counts: RecallCountUpdater, owner: Owner, ranked: Sequence[Ranked]) -> None:
+    """Count what was returned, off the response path (the pruner keeps what is recalled)."""
+    now = time.time()
+    episodes = [r.candidate.id for r in ranked if r.candidate.kind == "episode"]
+    facts = [r.candidate.id for r in ranked if r.candidate.kind == "fact"]
+    if episodes:
+        recall_counts.submit("episode", owner, episodes, now)
+    if facts:
+        recall_counts.submit("fact", owner, facts, now)
+
+
+class CandidateRetriever:
+    """Embeds queries and reads candidates from the episode and fact stores."""
+
+    def __init__(self, resources: Resources) -> None:
+        self.resources = resources
+
+    async def embed(self, text: str) -> Query:
+        keywords = self.resources.keywords()
+        dense, sparse = await asyncio.gather(
+            self.resources.embedder().embed_query(text), asyncio.to_thread(keywords.encode_query, text)
+        )
+        return Query(text=text, dense=dense, sparse=sparse)
+
+    async def candidates(
+        self, owner: Owner, query: Query, search: CandidateSearch
+    ) -> tuple[list[Candidate], float | None]:
+        """Episodes (directly or through a passage) and facts matching the query, scope conflicts
+        resolved; plus the best relevance seen."""
+        episodes = await self.resources.episodes()
+        facts = await self.resources.facts()
+        episode_search = episode_filter(search.channel, search.agent_id, search.now)
+        (episode_hits, passage_hits), fact_hits = await asyncio.gather(
+            self._episode_hits(episodes, owner, query, search, episode_search),
+            self._fact_hits(facts, owner, query, search),
+        )
+        all_scores = [hit.score for found in (episode_hits, passage_hits, fact_hits) for hit in found]
+        top_score = max(all_scores) if all_scores else None
+
+        candidates: list[Candidate] = []
+        if "episode" in search.kinds:
+            candidates.extend(await self._episodes(episodes, owner, episode_hits, passage_hits, episode_search))
+        if "fact" in search.kinds:
+            candidates.extend(await self._facts(facts, owner, fact_hits, search))
+        return candidates, top_score
+
+    @staticmethod
+    async def _episode_hits(
+        store: EpisodeStore, owner: Owner, query: Query, search: CandidateSearch, episode_search: SearchFilter
+    ) -> tuple[list[EpisodeHit], list[PassageHit]]:
+        if "episode" not in search.kinds:
+            return [], []
+        return await asyncio.gather(
+            store.search(
+                owner,
+                dense=query.dense,
+                sparse=query.sparse,
+                weights=search.weights,
+                limit=search.fetch,
+                search_filter=episode_search,
+            ),
+            store.search_passages(
+                owner,
+                dense=query.dense,
+                sparse=query.sparse,
+                weights=search.weights,
+                limit=search.fetch,
+                search_filter=episode_search,
+            ),
+        )
+
+    @staticmethod
+    async def _fact_hits(store: FactStore, owner: Owner, query: Query, search: CandidateSearch) -> list[FactHit]:
+        if "fact" not in search.kinds:
+            return []
+        return await store.search(
+            owner,
+            dense=query.dense,
+            sparse=query.sparse,
+            weights=search.weights,
+            limit=search.fetch,
+            search_filter=fact_filter(search.channel, search.include_superseded),
+        )
+
+    @staticmethod
+    async def _episodes(
+        store: EpisodeStore,
+        owner: Owner,
+        episode_hits: Sequence[EpisodeHit],
+        passage_hits: Sequence[PassageHit],
+        episode_search: SearchFilter,
+    ) -> list[Candidate]:
+        merged = ranking.merge_episode_hits(episode_hits, passage_hits)
+        found = {hit.episode.episode_id: hit.episode for hit in episode_hits}
+        missing = [episode_id for episode_id in merged if episode_id not in found]
+        if missing:
+            # Episodes found only through a passage: read them with the same owner and filters.
+            passage_only = dataclasses.replace(episode_search, ids=missing)
+            found.update((e.episode_id, e) for e in await store.scroll(owner, passage_only, limit=len(missing)))
+        candidates: list[Candidate] = []
+        for episode_id, (relevance, via_passage, text) in merged.items():
+            stored = found.get(episode_id)
+            if stored is None:
+                continue  # passage left behind by an episode that expired or was erased
+            candidates.append(ranking.episode_candidate(stored, relevance, passage_text=text if via_passage else None))
+        return candidates
+
+    async def _facts(
+        self, store: FactStore, owner: Owner, fact_hits: Sequence[FactHit], search: CandidateSearch
+    ) -> list[Candidate]:
+        fact_candidates = [
+            ranking.fact_candidate(hit.stored, hit.score)
+            for hit in fact_hits
+            if search.include_superseded or not ranking.is_superseded(hit.stored.fact)
+        ]
+        context = await self._narrower_facts(store, owner, fact_candidates, search.channel)
+        return ranking.resolve_scope_conflicts(fact_candidates, context)
+
+    @staticmethod
+    async def _narrower_facts(
+        store: FactStore, owner: Owner, candidates: Sequence[Candidate], channel: str
+    ) -> list[Fact]:
+        """Current facts in narrower scopes on the same subject and single-valued attribute as a
+        team/org candidate: they win the conflict even when the search did not return them."""
+        broader = ranking.broader_single_valued(candidates)
+        if not broader:
+            return []
+        found: list[Fact] = []
+        for attribute in sorted({fact.attribute for fact in broader}):
+            scopes = sorted(
+                {s for fact in broader if fact.attribute == attribute for s in ranking.narrower_scopes(fact.scope)}
+            )
+            stored = await store.scroll(
+                owner,
+                SearchFilter(
+                    scopes=scopes,
+                    channels=channel_filter(channel),
+                    match={"attribute": attribute, "status": LIVE_FACT_STATUSES},
+                ),
+                limit=200,
+            )
+            found.extend(s.fact for s in stored)
+        return found

@@ -1,0 +1,110 @@
+"""L0, auto-inject: before each turn, the few memories that matter for the current message, as a
+fenced `## Memory Context` section within a token budget. Trivial messages ("ok", "ㅋㅋ") are not
+searched at all."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from services.common.domain.owner import Owner
+from services.common.domain.text import TokenCounter
+from services.common.stores.vector.port import HybridWeights
+from services.recall_api import l0_query, memory_section, ranking
+from services.recall_api.candidates import CandidateRetriever, CandidateSearch, note_recalled
+from services.recall_api.memory_records import memory_item
+from services.recall_api.metrics import RecallMetrics
+from services.recall_api.recall_counts import RecallCountUpdater
+from services.recall_api.schemas import AutoRecallRequest, AutoRecallResponse
+from services.recall_api.settings import RecallApiSettings
+
+log = logging.getLogger(__name__)
+
+
+class AutoRecall:
+    def __init__(
+        self,
+        settings: RecallApiSettings,
+        retriever: CandidateRetriever,
+        token_counter: Callable[[], TokenCounter],
+        metrics: RecallMetrics,
+        recall_counts: RecallCountUpdater,
+    ) -> None:
+        self.settings = settings
+        self.retriever = retriever
+        self.token_counter = token_counter
+        self.metrics = metrics
+        self.recall_counts = recall_counts
+
+    def _query_text(self, request: AutoRecallRequest) -> str:
+        turns = [l0_query.Turn(t.role, t.content) for t in request.recent_messages]
+        return l0_query.build_l0_query(
+            request.message,
+            turns,
+            previous_user_turns=self.settings.l0_previous_user_turns,
+            max_codepoints=self.settings.l0_query_max_codepoints,
+        )
+
+    async def auto(self, tenant_id: str, request: AutoRecallRequest) -> AutoRecallResponse:
+        started = time.perf_counter()
+        owner = Owner(tenant_id, request.user_id)
+        max_entries = request.max_entries or self.settings.l0_default_max_entries
+        budget = request.token_budget or self.settings.l0_default_token_budget
+        # The trivial check comes before anything touches a store or a model.
+        if l0_query.is_trivial_message(request.message):
+            return self._skipped("trivial", started, owner)
+        text = self._query_text(request)
+        if not text:
+            return self._skipped("empty", started, owner)
+        now = datetime.now(UTC)
+        query = await self.retriever.embed(text)
+        search = CandidateSearch(
+            weights=HybridWeights(keyword=self.settings.l0_keyword_weight, dense=self.settings.l0_dense_weight),
+            fetch=max_entries * self.settings.fetch_factor,
+            kinds=("episode", "fact"),
+            channel=request.channel,
+            agent_id=request.agent_id,
+            include_superseded=False,
+            now=now,
+        )
+        candidates, top_score = await self.retriever.candidates(owner, query, search)
+        ranked = ranking.rank_candidates(
+            candidates,
+            now=now,
+            min_score=self.settings.l0_min_score,
+            episode_half_life_days=self.settings.episode_half_life_days,
+            episode_recency_weight=self.settings.episode_recency_weight,
+        )[:max_entries]
+        lines = [memory_section.render_item(memory_item(r).abstract, r.provenance_date) for r in ranked]
+        counter = self.token_counter()
+        fitted = memory_section.fit_section(lines, token_budget=budget, count_tokens=counter.count_tokens)
+        injected = [ranked[i] for i in fitted.included]
+        note_recalled(self.recall_counts, owner, injected)
+        latency_ms = (time.perf_counter() - started) * 1000
+        self.metrics.record("auto", injected=len(injected), top_score=top_score, latency_ms=latency_ms)
+        log.info(
+            "recall.auto tenant=%s user=%s injected=%d top_score=%s candidates=%d tokens=%d latency_ms=%.1f",
+            owner.tenant_id,
+            owner.user_id,
+            len(injected),
+            f"{top_score:.3f}" if top_score is not None else "none",
+            len(candidates),
+            fitted.tokens,
+            latency_ms,
+        )
+        return AutoRecallResponse(
+            section=fitted.text,
+            items=[memory_item(r) for r in injected],
+            injected=len(injected),
+            top_score=round(top_score, 4) if top_score is not None else None,
+            tokens=fitted.tokens,
+            skipped_reason=None,
+        )
+
+    def _skipped(self, reason: str, started: float, owner: Owner) -> AutoRecallResponse:
+        latency_ms = (time.perf_counter() - started) * 1000
+        self.metrics.record("auto", injected=0, top_score=None, latency_ms=latency_ms, skipped=reason)
+        log.info("recall.auto tenant=%s user=%s skipped=%s", owner.tenant_id, owner.user_id, reason)
+        return AutoRecallResponse(section="", items=[], injected=0, top_score=None, tokens=0, skipped_reason=reason)

@@ -1,0 +1,189 @@
+"""What the heuristic extractor accumulates while it reads a conversation (entities, relations and
+facts, keyed so repeats merge), who a line's first person is, and the steps the English and Korean
+readers share: type guesses, recording a fact with its graph relation, co-occurrence.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from services.common.domain.facts import USER_SUBJECT, normalise_subject, normalise_text_key
+from services.semantic_extractor.fact_text import render_fact_text
+from services.semantic_extractor.gazetteers import (
+    AMBIGUOUS_NAMES,
+    KO_PLACE_NAME,
+    ORGANISATION_SUFFIXES,
+    ORGANISATIONS,
+    PERSON_TITLES,
+    PLACES,
+    PROJECT_WORDS,
+    TECH_LOWERCASE_OK,
+    TECHNOLOGIES,
+)
+from services.semantic_extractor.korean_morphology import HANGUL
+from services.semantic_extractor.schema import (
+    EntityType,
+    ExtractedEntity,
+    ExtractedFact,
+    ExtractedRelation,
+    ExtractionOutput,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Speaker:
+    """Whom a first-person statement in a line is about: "user", a name, or nobody (assistant)."""
+
+    subject: str | None
+
+
+@dataclass(slots=True)
+class ExtractionContext:
+    """The extraction so far, keyed by normalised names so repeated mentions merge; entities carry the
+    confidence of their type guess (0 none, 1 gazetteer, 2 pattern, 3 known person)."""
+
+    user_keys: frozenset[str]
+    people: dict[str, str]  # key → display name of people known to be persons (speakers, relatives' names)
+    user_display_name: str | None
+    language: str
+    entities: dict[str, tuple[ExtractedEntity, int]] = field(default_factory=dict)
+    relations: dict[tuple[str, str, str], ExtractedRelation] = field(default_factory=dict)
+    facts: dict[tuple[str, str, str], ExtractedFact] = field(default_factory=dict)
+
+    def add_entity(self, name: str, entity_type: EntityType, confidence: int) -> str | None:
+        """Record an entity; a more confident type guess replaces a weaker one. Returns its key."""
+        display = name.strip().strip(".,'\"")
+        key = normalise_text_key(display)
+        if not key:
+            return None
+        existing = self.entities.get(key)
+        if existing is None:
+            self.entities[key] = (ExtractedEntity(name=display, type=entity_type), confidence)
+        elif confidence > existing[1] and entity_type != existing[0].type:
+            self.entities[key] = (ExtractedEntity(name=existing[0].name, type=entity_type), confidence)
+        return key
+
+    def add_relation(self, source: str, relation: str, target: str) -> None:
+        source_key, target_key = normalise_text_key(source), normalise_text_key(target)
+        if not source_key or not target_key or source_key == target_key:
+            return
+        if relation != "related_to":
+            self.relations.pop((source_key, "related_to", target_key), None)
+            self.relations.pop((target_key, "related_to", source_key), None)
+        elif any(s == source_key and t == target_key for s, _r, t in self.relations) or any(
+            s == target_key and t == source_key for s, _r, t in self.relations
+        ):
+            return
+        display_source = self.entities[source_key][0].name if source_key in self.entities else source
+        display_target = self.entities[target_key][0].name if target_key in self.entities else target
+        self.relations.setdefault(
+            (source_key, relation, target_key),
+            ExtractedRelation(source=display_source, type=relation, target=display_target),
+        )
+
+    def add_fact(self, subject: str, attribute: str, value: str) -> None:
+        value = value.strip()
+        if not value:
+            return
+        key = (normalise_subject(subject), attribute, normalise_text_key(value))
+        if key in self.facts:
+            return
+        text = render_fact_text(subject, attribute, value, self.language)
+        self.facts[key] = ExtractedFact(subject=subject, attribute=attribute, value=value, text=text)
+
+    def is_user(self, name: str) -> bool:
+        return normalise_text_key(name) in self.user_keys
+
+    def output(self) -> ExtractionOutput:
+        return ExtractionOutput(
+            entities=[entity for entity, _confidence in self.entities.values()],
+            relations=list(self.relations.values()),
+            facts=list(self.facts.values()),
+        )
+
+
+MULTI_VALUE_ATTRIBUTES = frozenset({"uses_tool", "prefers", "likes", "dislikes", "allergy", "speaks_language"})
+_FACT_RELATIONS: dict[str, tuple[str, EntityType]] = {
+    "lives_in": ("lives_in", "place"),
+    "employer": ("works_at", "organisation"),
+    "works_on": ("works_on", "project"),
+    "uses_tool": ("uses", "technology"),
+}
+
+
+def is_capitalised(token: str) -> bool:
+    """A capital first letter: what marks a Latin word as a name in either language."""
+    return bool(token) and token[0].isupper()
+
+
+def known_name(key: str, context: ExtractionContext) -> bool:
+    """A name known without a capital letter to prove it: a person of this conversation or an unambiguous
+    gazetteer entry."""
+    if key in AMBIGUOUS_NAMES:
+        return False
+    return key in context.people or key in TECHNOLOGIES or key in PLACES or key in ORGANISATIONS
+
+
+def guess_type(name: str, context: ExtractionContext) -> tuple[EntityType, int]:
+    """The entity type of a name and the confidence of the guess (see `ExtractionContext`)."""
+    key = normalise_text_key(name)
+    words = name.split()
+    if key in context.people:
+        return "person", 3
+    if key in TECHNOLOGIES:
+        return "technology", 1
+    if key in PLACES:
+        return "place", 1
+    if key in ORGANISATIONS or ORGANISATION_SUFFIXES.search(name):
+        return "organisation", 1
+    if len(words) >= 2 and (PROJECT_WORDS.match(words[0]) or PROJECT_WORDS.match(words[-1])):
+        return "project", 1
+    if words and words[0].casefold().rstrip(".") in PERSON_TITLES:
+        return "person", 1
+    if KO_PLACE_NAME.fullmatch(name):
+        return "place", 1
+    return "other", 0
+
+
+def record_fact(subject: str, attribute: str, value: str, context: ExtractionContext) -> None:
+    """Add the fact and, when its value is a name, the graph relation it implies ("lives in Busan" →
+    user lives_in Busan) from a named subject."""
+    context.add_fact(subject, attribute, value)
+    relation = _FACT_RELATIONS.get(attribute)
+    if relation is None:
+        return
+    relation_type, value_type = relation
+    value_key = normalise_text_key(value)
+    looks_named = (
+        value[:1].isupper() or bool(HANGUL.match(value)) or value_key in TECHNOLOGIES or value_key in TECH_LOWERCASE_OK
+    )
+    if not looks_named:
+        return
+    words = value.split()
+    if len(words) > 1 and all(normalise_text_key(word) in context.entities for word in words):
+        value = words[-1]  # "서울 강남구": both parts are already nodes; link the most specific one
+    else:
+        guessed, confidence = guess_type(value, context)
+        context.add_entity(value, guessed if confidence > 1 else value_type, max(confidence, 2))
+    if normalise_subject(subject) == USER_SUBJECT:
+        if context.user_display_name is None:
+            return  # the user's own node is the caller's business; the fact already says it
+        source = context.user_display_name
+        context.add_entity(source, "person", 3)
+    elif normalise_text_key(subject) in context.entities:
+        source = subject
+    else:
+        return  # "friend", "친구": not a named node
+    context.add_relation(source, relation_type, value)
+
+
+def cooccurrence(keys: list[str], context: ExtractionContext) -> None:
+    # Every pair in a sentence, or only neighbours when a sentence lists many names.
+    pairs = (
+        [(a, b) for i, a in enumerate(keys) for b in keys[i + 1 :]]
+        if len(keys) <= 6
+        else list(itertools.pairwise(keys))
+    )
+    for source, target in pairs:
+        context.add_relation(context.entities[source][0].name, "related_to", context.entities[target][0].name)
