@@ -6,6 +6,7 @@ field, so the exported JSON Schemas are a usable public reference for upstream p
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
@@ -22,6 +23,15 @@ from pydantic import (
 
 # Ids become NATS subject tokens, so only characters that can never be wildcards or separators.
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
+_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+
+
+def is_subject_token(value: object) -> bool:
+    """Whether `value` is a valid id. Python code must check ids with this, never `re.match(ID_PATTERN)`:
+    Python's `$` also matches before a trailing newline, so "alice\\n" would pass. (Pydantic checks
+    ID_PATTERN with a Rust regex, where `$` is the true end.)"""
+    return isinstance(value, str) and _ID.fullmatch(value) is not None
+
 
 Channel = Literal["private", "group"]
 Scope = Literal["personal", "team", "org"]

@@ -27,7 +27,7 @@ audit_app = typer.Typer(help="Find what the stores still hold about someone.", n
 
 async def run_audit(settings: TierMemSettings, owner: Owner, timeout_s: float) -> AuditReport:
     subjects = Subjects(settings.nats.subject_root)
-    client = await connect_nats(settings.nats, "tiermem-cli-audit")
+    client = await connect_nats(settings.nats, "tiermem-cli-audit", bounded=True)
     try:
         request = AuditRequest(tenant_id=owner.tenant_id, user_id=owner.user_id)
         result = await request_control(client, subjects, "audit", request, timeout_s)

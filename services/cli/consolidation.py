@@ -8,6 +8,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeoutError
+from nats.js.errors import ServiceUnavailableError
+
 from contracts import Subjects
 from services.common.runtime.broker import connect_nats
 from services.common.runtime.service import ServiceDefinition
@@ -17,13 +21,18 @@ from services.common.runtime.settings import TierMemSettings
 async def backlog(settings: TierMemSettings, definitions: Sequence[ServiceDefinition[Any]]) -> dict[str, int]:
     """Pending plus unacknowledged messages per durable consumer."""
     subjects = Subjects(settings.nats.subject_root)
-    client = await connect_nats(settings.nats, "tiermem-backlog")
+    client = await connect_nats(settings.nats, "tiermem-backlog", bounded=True)
     try:
         js = client.jetstream()
         result: dict[str, int] = {}
         for definition in definitions:
             for spec in definition.consumers(subjects):
-                info = await js.consumer_info(spec.stream, spec.durable)
+                try:
+                    info = await js.consumer_info(spec.stream, spec.durable)
+                except (NatsTimeoutError, NoRespondersError, ServiceUnavailableError):
+                    # No answer now (e.g. a cluster electing a new leader): not known to be idle.
+                    result[spec.durable] = 1
+                    continue
                 result[spec.durable] = int(info.num_pending or 0) + int(info.num_ack_pending or 0)
         return result
     finally:

@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from nats.errors import Error as NatsError
+from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from contracts import SessionCompleted, SizeLimitExceeded, SizeLimits, Subjects, check_session_size
-from services.common.runtime.broker import EventPublisher, build_broker, describe_error
+from contracts import SessionCompleted, SizeLimits, Subjects
+from contracts.session_input import SessionRejected, parse_session
+from services.common.runtime.broker import EventPublisher, PublishResult, build_broker, connect_broker
 from services.common.runtime.settings import TierMemSettings
 
 
@@ -91,13 +93,9 @@ def load_sessions(paths: list[Path], limits: SizeLimits) -> LoadResult:
                 result.rejected.append(Rejected(path, line, str(value)))
                 continue
             try:
-                event = SessionCompleted.model_validate(value)
-                check_session_size(event, limits)
-            except ValidationError as exc:
-                result.rejected.append(Rejected(path, line, describe_error(exc)))
-                continue
-            except SizeLimitExceeded as exc:
-                result.rejected.append(Rejected(path, line, f"too large: {exc}"))
+                event = parse_session(value, limits)
+            except SessionRejected as exc:
+                result.rejected.append(Rejected(path, line, exc.reason))
                 continue
             result.valid.append((path, line, event))
     return result
@@ -109,22 +107,34 @@ class PublishCounts:
     duplicate: int = 0
 
 
+@retry(
+    retry=retry_if_exception_type((NatsError, TimeoutError, OSError)),
+    wait=wait_exponential(multiplier=0.2, max=2.0),
+    stop=stop_after_delay(20.0),
+    reraise=True,
+)
+async def _publish_with_retry(publisher: EventPublisher, subjects: Subjects, event: SessionCompleted) -> PublishResult:
+    """A publish that failed while the client fails over to another server (or the server restarts)
+    is retried for a bounded time: safe, the event id is the Nats-Msg-Id, so the stream stores it once."""
+    return await publisher.publish(
+        event,
+        subjects.session_completed(event.tenant_id, event.user_id),
+        msg_id=str(event.event_id),
+        stream=subjects.session_stream,
+    )
+
+
 async def publish_sessions(
     settings: TierMemSettings, events: list[SessionCompleted], progress: Any = None
 ) -> PublishCounts:
     subjects = Subjects(settings.nats.subject_root)
-    broker = build_broker(settings, "ingest")
+    broker = build_broker(settings, "ingest", bounded=True)
     counts = PublishCounts()
-    await broker.connect()
+    await connect_broker(broker, settings.nats)
     try:
         publisher = EventPublisher(broker)
         for event in events:
-            result = await publisher.publish(
-                event,
-                subjects.session_completed(event.tenant_id, event.user_id),
-                msg_id=str(event.event_id),
-                stream=subjects.session_stream,
-            )
+            result = await _publish_with_retry(publisher, subjects, event)
             if result.duplicate:
                 counts.duplicate += 1
             else:

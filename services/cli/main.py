@@ -43,6 +43,7 @@ def up(
     demo: Annotated[bool, typer.Option("--demo", help="Ingest the example sessions and show what was stored.")] = False,
 ) -> None:
     """Run the whole stack on loopback: nats-server, FalkorDB, every service and the recall API."""
+    from services.cli.datadir import DataDirInUse
     from services.cli.servers.net import PortInUseError
     from services.cli.stack import run_embedded
 
@@ -59,7 +60,7 @@ def up(
 
     try:
         asyncio.run(run_embedded(resolved.resolve(), http_port, demo=demo, on_ready=_ready))
-    except PortInUseError as exc:
+    except (PortInUseError, DataDirInUse) as exc:
         err_console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc
     console.print("tiermem stopped.")
@@ -83,7 +84,13 @@ def ingest(
     if events:
         with Progress(console=err_console, transient=True, disable=len(events) < 50) as progress:
             task = progress.add_task("publishing", total=len(events))
-            counts = asyncio.run(publish_sessions(settings, events, lambda: progress.advance(task)))
+            from nats.errors import Error as NatsError
+
+            try:
+                counts = asyncio.run(publish_sessions(settings, events, lambda: progress.advance(task)))
+            except (OSError, TimeoutError, NatsError) as exc:  # BrokerUnavailable, or the broker went away
+                err_console.print(f"[red]error:[/] nothing more was published: {exc}")
+                raise typer.Exit(2) from exc
     else:
         from services.cli.ingest import PublishCounts
 
@@ -102,10 +109,19 @@ def serve(
 ) -> None:
     """Run one service alone against the servers named by settings (how Kubernetes runs it): one
     consumer per process, wired by the same composition root as `tiermem up`."""
+    from services.cli.servers.net import PRIVATE_UMASK
     from services.cli.stack import all_services, serve_recall_api
 
+    os.umask(PRIVATE_UMASK)  # the Edge WAL and payload files it writes hold memory text
     settings = _settings(data_dir)
     if service == "recall-api":
+        from services.recall_api.auth import check_api_keys
+
+        try:
+            check_api_keys(settings.api_keys)  # refuse placeholder or short keys before anything starts
+        except ValueError as exc:
+            err_console.print(f"[red]error:[/] {exc}", highlight=False)
+            raise typer.Exit(2) from exc
         asyncio.run(serve_recall_api(settings))
         return
     from services.common.runtime.root import create_service_app
@@ -125,6 +141,10 @@ def _register_subcommands() -> None:
     from services.cli.prune import prune_command
 
     app.command("prune")(prune_command)
+
+    from services.cli.provision import provision_command
+
+    app.command("provision")(provision_command)
     app.add_typer(audit_app, name="audit")
     app.add_typer(eval_app, name="eval")
     app.add_typer(bench_app, name="bench")
@@ -133,6 +153,17 @@ def _register_subcommands() -> None:
 
     app.add_typer(recall_app, name="recall")
     app.command("mcp")(mcp_command)
+
+    from services.cli.memories import memories_app, sessions_app
+
+    app.add_typer(memories_app, name="memories")
+    app.add_typer(sessions_app, name="sessions")
+
+    from services.cli.dlq import dlq_app
+    from services.cli.dump import dump_command
+
+    app.add_typer(dlq_app, name="dlq")
+    app.command("dump")(dump_command)
 
 
 _register_subcommands()

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from contracts import PruneReport, Subjects
-from services.common.runtime.broker import build_broker, connect_nats, provision
+from services.common.runtime.broker import build_broker, connect_broker, connect_nats, provision
 from services.common.runtime.settings import TierMemSettings, load_settings
 from services.common.stores.erasure import ControlError, request_control
 
@@ -22,7 +22,7 @@ err_console = Console(stderr=True)
 async def run_prune_now(settings: TierMemSettings, timeout_s: float) -> tuple[PruneReport, str]:
     """The PruneReport of one pass, and who ran it ("running pruner" or "this process")."""
     subjects = Subjects(settings.nats.subject_root)
-    client = await connect_nats(settings.nats, "tiermem-cli-prune")
+    client = await connect_nats(settings.nats, "tiermem-cli-prune", bounded=True)
     try:
         result = await request_control(client, subjects, "prune", None, timeout_s)
         if result is not None:
@@ -41,8 +41,8 @@ async def _prune_here(settings: TierMemSettings) -> PruneReport:
     from services.pruner.prune import prune_once
 
     pruner_settings = DEFINITION.settings_from(settings)
-    broker = build_broker(pruner_settings, "cli-prune")
-    await broker.connect()
+    broker = build_broker(pruner_settings, "cli-prune", bounded=True)
+    await connect_broker(broker, pruner_settings.nats)
     context = build_context(pruner_settings, broker)
     try:
         report = await prune_once(context, utc_now())

@@ -137,23 +137,34 @@ def mcp_command(
     api_key: ApiKey = None,
     user: Annotated[str | None, typer.Option("--user", help="Pin every tool call to this user.")] = None,
     data_dir: DataDir = None,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url", help="Bridge stdio to this MCP endpoint (e.g. http://127.0.0.1:8080/mcp) instead of serving here."
+        ),
+    ] = None,
 ) -> None:
-    """Serve the MCP tools over stdio (memory_search, memory_expand, knowledge_graph_search,
-    memory_save, memory_recall)."""
+    """Serve the MCP tools over stdio. With --url (or while `tiermem up` runs on this data dir) stdio
+    is bridged to the running stack's streamable HTTP endpoint, which serves the same tools."""
+    import sys
+
+    from services.cli.mcp_bridge import run_bridge
     from services.recall_api.settings import RecallApiSettings
 
     resolved = _data_dir(data_dir)
     settings = load_settings(resolved)
-    recorded = read_stack_file(resolved)
-    if recorded is not None and settings.vector.backend == "edge":
-        # The Edge shard belongs to the running `tiermem up` process; a second opener would race it.
-        err_console.print(
-            "[red]error:[/] the embedded stack is running and owns the vector index; connect your MCP client to "
-            f"its streamable HTTP endpoint http://{settings.http_host}:{settings.http_port}/mcp instead"
-        )
-        raise typer.Exit(2)
     if api_key is None and (resolved / "dev-api-key").exists():
         api_key = (resolved / "dev-api-key").read_text(encoding="utf-8").strip()
+    if url is None and read_stack_file(resolved) is not None and settings.vector.backend == "edge":
+        # The Edge shard belongs to the running `tiermem up` process: use its endpoint, never open it twice.
+        mcp_path = RecallApiSettings(**settings.model_dump()).mcp_path
+        url = f"http://{settings.http_host}:{settings.http_port}{mcp_path}"
+    if url is not None:
+        if not api_key:
+            err_console.print("[red]error:[/] the bridge needs an API key: pass --api-key (or TIERMEM_API_KEY)")
+            raise typer.Exit(2)
+        run_bridge(url, api_key, user, sys.stdin, sys.stdout)
+        return
     asyncio.run(_serve_mcp_stdio(RecallApiSettings(**settings.model_dump()), api_key, user))
 
 

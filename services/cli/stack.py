@@ -11,14 +11,16 @@ import logging
 import os
 import secrets
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from services.cli.datadir import DataDirLock, make_private, stop_leftover_servers
 from services.cli.servers.falkordb_server import FalkorDBServer
 from services.cli.servers.nats_server import NatsServer
-from services.cli.servers.net import ensure_port_free, free_port
+from services.cli.servers.net import PRIVATE_UMASK, ensure_port_free, free_port
+from services.cli.servers.supervisor import ServerSupervisor
 from services.common.runtime.resources import Resources
 from services.common.runtime.root import HttpApi, ServiceRoot, bootstrap
 from services.common.runtime.service import ServiceDefinition
@@ -110,6 +112,7 @@ async def serve_recall_api(settings: TierMemSettings) -> None:
 class EmbeddedServers:
     nats: NatsServer
     graph: FalkorDBServer
+    supervisor: ServerSupervisor | None = None
 
     def stop(self) -> None:
         # Servers go last and in reverse order of need; each stop reaps its process group.
@@ -154,6 +157,35 @@ def write_stack_file(data_dir: Path, servers: EmbeddedServers, creds: dict[str, 
     os.chmod(key_path, 0o600)
 
 
+@contextlib.asynccontextmanager
+async def supervised_servers(data_dir: Path, http_port: int) -> AsyncIterator[tuple[EmbeddedServers, dict[str, str]]]:
+    """The data dir locked for this process, made private and cleared of a crashed run's servers;
+    nats-server and FalkorDB started (dying with this process) and restarted if they die. On exit:
+    the supervisor stops, then the servers, then the stack file goes; the lock is released last.
+    Everything this process writes meanwhile (Edge WAL and payloads, stack file) is 0600."""
+    previous_umask = os.umask(PRIVATE_UMASK)
+    try:
+        with DataDirLock(data_dir):
+            make_private(data_dir)
+            stop_leftover_servers(data_dir)
+            ensure_port_free(http_port, "the recall HTTP API")
+            servers, creds = start_servers(data_dir)
+            supervisor = ServerSupervisor([("nats-server", servers.nats), ("FalkorDB", servers.graph)])
+            servers.supervisor = supervisor
+            watching = asyncio.create_task(supervisor.run())
+            try:
+                yield servers, creds
+            finally:
+                watching.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watching
+                servers.stop()
+                with contextlib.suppress(FileNotFoundError):
+                    stack_file(data_dir).unlink()
+    finally:
+        os.umask(previous_umask)
+
+
 async def run_embedded(
     data_dir: Path,
     http_port: int,
@@ -164,8 +196,20 @@ async def run_embedded(
 ) -> None:
     """`tiermem up`: run until SIGINT/SIGTERM (or `stop_event`), then stop everything. `data_dir`
     should be absolute: the stack file records paths inside it."""
-    ensure_port_free(http_port, "the recall HTTP API")
-    servers, creds = start_servers(data_dir)
+    async with supervised_servers(data_dir, http_port) as (servers, creds):
+        await _run_services(data_dir, http_port, servers, creds, demo=demo, on_ready=on_ready, stop_event=stop_event)
+
+
+async def _run_services(
+    data_dir: Path,
+    http_port: int,
+    servers: EmbeddedServers,
+    creds: dict[str, str],
+    *,
+    demo: bool,
+    on_ready: Callable[[TierMemSettings], None] | None,
+    stop_event: asyncio.Event | None,
+) -> None:
     stop = stop_event or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -192,6 +236,3 @@ async def run_embedded(
             # After the stop: the signal uvicorn re-raises once stopped must find our handler.
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
-            servers.stop()
-            with contextlib.suppress(FileNotFoundError):
-                stack_file(data_dir).unlink()

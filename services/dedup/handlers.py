@@ -25,6 +25,7 @@ from services.dedup.logic import (
     choose_canonical,
     embedding_similarity_from_vectors,
     match_candidates,
+    same_visibility,
 )
 from services.dedup.settings import DedupSettings
 
@@ -93,6 +94,14 @@ async def decide(
 
 async def handle_entity(event: EntityUpserted, delivery: Delivery, ctx: Context, names: NameEmbeddings) -> None:
     owner = Owner(event.tenant_id, event.user_id)
+    tombstones = await ctx.resources.tombstones()
+    # A merge reads and rewrites the user's nodes and facts: it waits while the user's erasure runs
+    # (and the erasure waits for a merge in flight), so nothing erased is rewritten afterwards.
+    async with tombstones.guard(owner, NAME, None, on_wait=delivery.in_progress):
+        await _dedup(event, owner, ctx, names)
+
+
+async def _dedup(event: EntityUpserted, owner: Owner, ctx: Context, names: NameEmbeddings) -> None:
     graph = await ctx.resources.graph()
     record = await graph.get_entity(owner, event.entity.entity_id)
     if record is None:
@@ -102,7 +111,7 @@ async def handle_entity(event: EntityUpserted, delivery: Delivery, ctx: Context,
     candidates = [
         EntityView.from_record(other)
         for other in await graph.list_entities(owner, event.scope)
-        if other.key != record.key
+        if other.key != record.key and same_visibility(record, other)
     ]
     decision = await decide(new, candidates, ctx, names)
     if decision.target is None or decision.method is None:

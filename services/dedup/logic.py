@@ -17,8 +17,12 @@ differ ("Project 2" / "Project 3", "GPT-4" / "GPT") never merge by similarity; a
 the other ("Seoul" / "Seoul National University") at most goes to the LLM.
 
 Isolation is the caller's job: `candidates` must already be limited to entities the owner may see
-in the same scope (same tenant; same user for personal entities). The same name under two owners is
-two entities and must never reach this function together.
+in the same scope (same tenant; same user for personal entities), and to the same visibility class
+(`same_visibility`: the same contributing users and the same channel class). The same name under two
+owners is two entities and must never reach this function together; neither may a name learned only
+in private sessions and one seen in a group session, nor two users' team entities (issue 11: a
+name-embedding similarity of 0.957 merged a private passphrase, a private allergy and a group topic
+into one node a group channel then returned, and merged two users' team tokens).
 """
 
 from __future__ import annotations
@@ -63,6 +67,13 @@ def normalise_name(name: str) -> str:
     """The graph repository's normalisation (NFKC, casefold, no whitespace or punctuation), so the
     matcher and the exact index agree."""
     return normalise_entity_name(name)
+
+
+def same_visibility(a: EntityRecord, b: EntityRecord) -> bool:
+    """Whether two nodes are in the same visibility class and so may ever be merged: same scope,
+    the same contributing users, and both seen in a group session or both private only. A merge
+    across classes would show one side's surface forms where only the other side's may be seen."""
+    return a.scope == b.scope and set(a.user_ids) == set(b.user_ids) and a.channel_class == b.channel_class
 
 
 @dataclass(frozen=True, slots=True)

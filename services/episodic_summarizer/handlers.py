@@ -16,6 +16,7 @@ from services.common.runtime.broker import ConsumerSpec, Delivery, PoisonMessage
 from services.common.runtime.resources import ServiceContext
 from services.common.runtime.service import PublishedEvent, ServiceDefinition
 from services.common.stores.episodes import Episode, ModelUsage, episode_id_for
+from services.common.stores.tombstones import WriteGuard
 from services.episodic_summarizer.logic import (
     SummaryOutput,
     build_summary_prompt,
@@ -54,6 +55,23 @@ async def handle_session(
         return
 
     owner = Owner(event.tenant_id, event.user_id)
+    tombstones = await ctx.resources.tombstones()
+    # The session's stream sequence is its lineage: a session at or below an erasure's cut is erased data.
+    async with tombstones.guard(owner, NAME, delivery.stream_sequence, on_wait=delivery.in_progress) as guard:
+        if guard.erased:
+            ctx.count("sessions_erased")
+            log.info("session %s/%s/%s was erased: no episode", event.tenant_id, event.user_id, event.session_id)
+            return
+        await _consolidate(event, owner, delivery, ctx, guard)
+
+
+async def _consolidate(
+    event: SessionCompleted,
+    owner: Owner,
+    delivery: Delivery,
+    ctx: ServiceContext[EpisodicSummarizerSettings],
+    guard: WriteGuard,
+) -> None:
     language = (event.locale or "").split("-")[0].lower() or detect_language(
         " ".join(m.content for m in event.messages)
     )
@@ -82,6 +100,9 @@ async def handle_session(
         episode.passage(p.index, p.text, first_turn=p.first_turn, last_turn=p.last_turn)
         for p in chunk_passages(event.messages, max_chars=ctx.settings.passage_max_chars)
     ]
+    if not await guard.still_allowed():
+        ctx.count("sessions_erased")  # the user was erased while the summary was being written
+        return
     await (await ctx.resources.episodes()).write(owner, episode, passages)
 
     created = EpisodeCreated(

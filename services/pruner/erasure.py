@@ -137,7 +137,7 @@ class ErasureRunner:
             await self._publish_completed(ErasureCompleted.model_validate_json(progress.completed))
             return
         progress.deliveries += 1
-        steps = await self._steps(event, owner, progress)
+        steps = await self._steps(event, owner, progress, delivery)
         await store.save(key, progress)
         for name, step in steps:
             add_counts(progress.removed, await step())
@@ -169,8 +169,11 @@ class ErasureRunner:
             completed.removed,
         )
 
-    async def _steps(self, event: ErasureRequested, owner: Owner, progress: ErasureProgress) -> list[Step]:
+    async def _steps(
+        self, event: ErasureRequested, owner: Owner, progress: ErasureProgress, delivery: Delivery
+    ) -> list[Step]:
         """The steps for the request's target; what they discover first is recorded in `progress`."""
+        tombstones = await self._ctx.resources.tombstones()
         scope = ErasureScope(
             owner=owner,
             subjects=self.subjects,
@@ -181,9 +184,15 @@ class ErasureRunner:
             js=self._js_factory,
             publisher=self._ctx.publisher,
             scan_limit=self.settings.scan_limit,
+            tombstones=tombstones,
+            drain_timeout_s=self.settings.erasure_drain_timeout_s,
+            on_wait=delivery.in_progress,
         )
         if event.target.kind == "user":
-            return UserErasure(scope).steps()
+            tombstone = await tombstones.get(owner)
+            if tombstone is not None and tombstone.erasure_id == str(event.event_id) and tombstone.state == "erased":
+                return []  # verified and settled before a crash: re-running would erase the user's newer work
+            return UserErasure(scope, str(event.event_id), progress, event.requested_at).steps()
         if event.target.kind == "fact":
             return (await fact_erasure(scope, event, progress)).steps()
         episode_id = str(event.target.item_id)  # the contract requires an item id unless kind is 'user'

@@ -9,6 +9,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from nats.js import JetStreamContext
@@ -30,6 +31,7 @@ from services.common.stores.erasure import (
 )
 from services.common.stores.facts import StoredFact
 from services.common.stores.maintenance import PointText
+from services.common.stores.tombstones import Tombstone, TombstoneStore
 from services.common.stores.vector.port import SearchFilter
 from services.pruner.logic import Needle, add_counts, mentions, value_mentions
 
@@ -64,6 +66,9 @@ class ErasureProgress(BaseModel):
     needles: list[str] | None = Field(default=None, description="Fact erasure: the text searched for.")
     session_ids: list[str] = Field(default_factory=list, description="Fact / episode erasure: sessions involved.")
     completed: str | None = Field(default=None, description="The ErasureCompleted JSON once everything is done.")
+    session_cut: int | None = Field(
+        default=None, description="User erasure: the session-stream sequence at and below which sessions are erased."
+    )
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,9 @@ class ErasureScope:
     js: Callable[[], JetStreamContext]
     publisher: EventPublisher
     scan_limit: int
+    tombstones: TombstoneStore
+    drain_timeout_s: float = 60.0
+    on_wait: Callable[[], Awaitable[None]] | None = None
 
     @property
     def session_subject(self) -> str:
@@ -182,25 +190,67 @@ async def user_entities_mentioning(
 
 @dataclass(frozen=True)
 class UserErasure:
-    """Everything of one user goes, by subject and by owner; other users' data is not read."""
+    """Everything of one user goes, by subject and by owner; other users' data is not read.
+
+    Races with the pipeline are closed by the user's tombstone (`stores/tombstones`): the erasure
+    marks it first, waits until no writer has work of the user in flight, deletes, verifies, and only
+    then settles it. Sessions published after the cut (the user came back) are kept, and their
+    consolidation waits until the erasure is done."""
 
     scope: ErasureScope
+    erasure_id: str
+    progress: ErasureProgress
+    started_at: datetime
 
     def steps(self) -> list[Step]:
         return [
+            ("tombstone", self.tombstone),
+            ("drain", self.drain),
             ("session_stream", self.session_stream),
             ("derived_events", self.derived_events),
             ("dead_letters", self.dead_letters),
             ("vectors", self.vectors),
             ("graph", self.graph_data),
             ("verify", self.verify),
+            ("settle", self.settle),
         ]
+
+    def _tombstone(self) -> Tombstone:
+        return Tombstone(
+            erasure_id=self.erasure_id,
+            session_cut=self.progress.session_cut,
+            state="erasing",
+            started_at=self.started_at,
+        )
+
+    async def tombstone(self) -> dict[str, int]:
+        """Mark without a cut (every writer of the user waits), then read the stream's last
+        sequence and mark with it: a session at or below it was published before the erasure ran."""
+        scope = self.scope
+        if self.progress.session_cut is None:
+            await scope.tombstones.mark(scope.owner, self.erasure_id, None, self.started_at)
+            info = await scope.js().stream_info(scope.subjects.session_stream)
+            self.progress.session_cut = int(info.state.last_seq)
+        await scope.tombstones.mark(scope.owner, self.erasure_id, self.progress.session_cut, self.started_at)
+        return {}
+
+    async def drain(self) -> dict[str, int]:
+        """Wait until no writer has work of the user in flight (bounded; retried when it is not)."""
+        scope = self.scope
+        busy = await scope.tombstones.wait_for_writers(scope.owner, scope.drain_timeout_s, scope.on_wait)
+        if busy:
+            raise ErasureIncomplete(
+                f"writers still busy with {scope.owner.tenant_id}/{scope.owner.user_id} after "
+                f"{scope.drain_timeout_s:.0f}s: {sorted(set(busy))}"
+            )
+        return {}
 
     async def session_stream(self) -> dict[str, int]:
         scope = self.scope
-        return {
-            "session_messages": await purge_subject(scope.js(), scope.subjects.session_stream, scope.session_subject)
-        }
+        purged = await purge_subject(
+            scope.js(), scope.subjects.session_stream, scope.session_subject, upto_seq=self.progress.session_cut
+        )
+        return {"session_messages": purged}
 
     async def derived_events(self) -> dict[str, int]:
         # Per subject, never by wildcard: the erasure request being handled must survive until acked.
@@ -232,13 +282,23 @@ class UserErasure:
     async def verify(self) -> dict[str, int]:
         scope = self.scope
         report = await audit_user(
-            index=scope.index, graph=scope.graph, js=scope.js(), subjects=scope.subjects, owner=scope.owner
+            index=scope.index,
+            graph=scope.graph,
+            js=scope.js(),
+            subjects=scope.subjects,
+            owner=scope.owner,
+            session_cut=self.progress.session_cut,
         )
         if not report.clean:
             left = {name: count for name, count in report.traces().items() if count}
             raise ErasureIncomplete(
                 f"traces of {scope.owner.tenant_id}/{scope.owner.user_id} remain after erasure: {left}"
             )
+        return {}
+
+    async def settle(self) -> dict[str, int]:
+        """Verified: the user's later work may proceed."""
+        await self.scope.tombstones.settle(self.scope.owner, self._tombstone())
         return {}
 
 

@@ -3,8 +3,10 @@ that finds where an erased fact was stated, and the redaction of a raw session.
 
 Prune rules (DESIGN.md §3):
 - an episode (and its passages) whose TTL has passed is expired;
-- an episode not recalled for `unrecalled_max_age` — counted from its last recall, or from the
-  session when it was never recalled — is pruned before its TTL;
+- an episode not recalled for `unrecalled_max_age` — counted from its last recall, or from when it
+  was stored when it was never recalled (the session's date only for points stored before the store
+  recorded that), so importing old conversations does not make them prunable at the next pass — is
+  pruned before its TTL;
 - a superseded fact version goes `superseded_grace` after it was superseded;
 - current facts (and the graph) are the semantic tier: no rule here ever touches them.
 
@@ -77,7 +79,10 @@ def episode_verdict(times: PointTimes, now: datetime, policy: PrunePolicy) -> Ep
         return "expired"
     if policy.unrecalled_max_age is None:
         return None
-    known = [t for t in (times.occurred_at_ts, times.last_recalled_at_ts) if t is not None]
+    # Counted from when the memory entered the store (or was last recalled), never from the session's
+    # date: an imported 200-day-old session is new memory. Points from before `stored_at_ts` fall back.
+    stored = times.stored_at_ts if times.stored_at_ts is not None else times.occurred_at_ts
+    known = [t for t in (stored, times.last_recalled_at_ts) if t is not None]
     if not known:
         return None
     if now_ts - max(known) >= policy.unrecalled_max_age.total_seconds():

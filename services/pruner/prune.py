@@ -60,8 +60,9 @@ async def _prune_expired_episodes(
 async def _prune_unrecalled_episodes(
     episodes: EpisodeStore, owner: Owner, now: datetime, policy: PrunePolicy, settings: PrunerSettings
 ) -> tuple[dict[str, int], bool]:
-    """Episodes never recalled (or not for a long time): old enough by session time, then checked in
-    full. Returns the counts and whether the scan hit the scan limit."""
+    """Episodes never recalled (or not for a long time): old enough by session time (an episode is
+    stored after its session ended, so this never misses one), then checked in full against when it
+    was stored and last recalled. Returns the counts and whether the scan hit the scan limit."""
     removed: dict[str, int] = {}
     if policy.unrecalled_max_age is None:
         return removed, False

@@ -22,8 +22,8 @@ class PrunerSettings(TierMemSettings):
         default=90.0,
         gt=0,
         description=(
-            "Episodes not recalled for this long (counted from the last recall, or from the session when never "
-            "recalled) are pruned before their TTL; unset disables the rule."
+            "Episodes not recalled for this long (counted from the last recall, or from when the episode was "
+            "stored when never recalled) are pruned before their TTL; unset disables the rule."
         ),
     )
     superseded_grace_days: float = Field(
@@ -37,6 +37,12 @@ class PrunerSettings(TierMemSettings):
     )
     erasure_progress_ttl_hours: float = Field(
         default=168.0, gt=0, description="How long the progress record of an erasure is kept (crash recovery)."
+    )
+    erasure_drain_timeout_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Longest a user erasure waits for the user's work in flight (a summary or extraction being "
+        "written) before it is retried; it reports completed only after that work is done and removed.",
     )
     control_enabled: bool = Field(
         default=True,

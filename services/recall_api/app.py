@@ -16,10 +16,13 @@ from services.common.runtime.resources import Resources
 from services.common.runtime.root import ServiceRoot, compose
 from services.common.runtime.settings import load_settings
 from services.recall_api.auth import check_api_keys
+from services.recall_api.http_guard import RequestGuard, install_error_handlers
 from services.recall_api.mcp_server import build_mcp_server, streamable_http_endpoint
 from services.recall_api.routes import router
 from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
+from services.recall_api.ui import install_ui
+from services.recall_api.write_routes import write_router
 
 log = logging.getLogger(__name__)
 
@@ -71,5 +74,14 @@ def create_app(settings: RecallApiSettings | None = None, resources: Resources |
     )
     app.state.recall_service = service
     app.include_router(router)
+    app.include_router(write_router)
+    install_ui(app)  # the memory browser under /ui (its own cookie sessions; not behind the Bearer guard)
+    install_error_handlers(app)
+    app.add_middleware(
+        RequestGuard,
+        api_keys=settings.api_keys,
+        max_body_bytes=settings.max_request_bytes,
+        protected=["/v1", settings.mcp_path],
+    )
     app.router.routes.append(Route(settings.mcp_path, endpoint=mcp_endpoint, include_in_schema=False))
     return app

@@ -1,4 +1,6 @@
-"""Erasure requests: the recall API only publishes `ErasureRequested`; the pruner carries it out."""
+"""Erasure requests: the recall API only publishes `ErasureRequested`; the pruner carries it out
+(a whole user, or one fact or episode: the fact erasure also redacts and rebuilds the summaries the
+fact appeared in)."""
 
 from __future__ import annotations
 
@@ -26,18 +28,23 @@ async def request_erasure(
     *,
     idempotency_key: str | None = None,
     reason: str | None = None,
+    target: ErasureTarget | None = None,
 ) -> ErasureAccepted:
-    """Publish ErasureRequested for the whole user. With an idempotency key a retried request is the
-    same event (dropped by the stream's duplicate window)."""
+    """Publish ErasureRequested for the whole user (or the given target). With an idempotency key a
+    retried request is the same event (dropped by the stream's duplicate window)."""
     Owner(tenant_id, user_id)  # validates the ids before anything is published
+    target = target or ErasureTarget(kind="user")
+    key_parts = (tenant_id, user_id) if target.kind == "user" else (tenant_id, user_id, target.kind, target.item_id)
     event_id = (
-        deterministic_uuid("erasure-request", tenant_id, user_id, idempotency_key) if idempotency_key else uuid.uuid4()
+        deterministic_uuid("erasure-request", *[str(part) for part in key_parts], idempotency_key)
+        if idempotency_key
+        else uuid.uuid4()
     )
     event = ErasureRequested(
         event_id=event_id,
         tenant_id=tenant_id,
         user_id=user_id,
-        target=ErasureTarget(kind="user"),
+        target=target,
         requested_at=datetime.now(UTC),
         reason=reason,
     )
@@ -51,6 +58,16 @@ async def request_erasure(
             timeout=10.0,
         )
     except Exception as exc:
-        raise StoreUnavailable(f"could not publish the erasure request: {exc}") from exc
-    log.warning("erasure requested tenant=%s user=%s event=%s", tenant_id, user_id, event_id)
-    return ErasureAccepted(event_id=str(event_id), duplicate=bool(ack.duplicate))
+        log.error("could not publish the erasure request %s: %s: %s", event_id, type(exc).__name__, exc)
+        raise StoreUnavailable(
+            "could not publish the erasure request; retry it (with an Idempotency-Key it is de-duplicated)"
+        ) from exc
+    log.warning(
+        "erasure requested tenant=%s user=%s target=%s %s event=%s",
+        tenant_id,
+        user_id,
+        target.kind,
+        target.item_id or "",
+        event_id,
+    )
+    return ErasureAccepted(event_id=str(event_id), duplicate=bool(ack.duplicate), status_url=f"/v1/events/{event_id}")

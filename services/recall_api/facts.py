@@ -13,9 +13,10 @@ from services.common.domain.ids import deterministic_uuid
 from services.common.domain.owner import Owner
 from services.common.domain.text import TokenCounter, detect_language
 from services.common.runtime.resources import Resources
+from services.common.stores.tombstones import UserBeingErased
 from services.recall_api import memory_section, ranking
 from services.recall_api.candidates import fact_filter, note_recalled
-from services.recall_api.errors import FactRejected
+from services.recall_api.errors import FactRejected, StoreUnavailable
 from services.recall_api.memory_records import memory_item
 from services.recall_api.metrics import RecallMetrics
 from services.recall_api.ranking import Candidate
@@ -79,7 +80,13 @@ class FactMemory:
         now = datetime.now(UTC)
         candidate = fact_candidate(tenant_id, request, now)
         store = await self.resources.facts()
-        written = await store.write(owner, candidate, channel=request.channel, now=now)
+        tombstones = await self.resources.tombstones()
+        try:
+            # Recorded as in flight for the user: a concurrent erasure waits for this write, then removes it.
+            async with tombstones.guard(owner, "recall-api", None, wait=False):
+                written = await store.write(owner, candidate, channel=request.channel, now=now)
+        except UserBeingErased as exc:
+            raise StoreUnavailable(str(exc)) from exc
         plan = written.plan
         if plan.outcome == "rejected":
             raise FactRejected(plan.rejected_reason or "rejected by the write policy")

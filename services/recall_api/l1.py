@@ -76,10 +76,11 @@ class MemorySearch:
         )
 
     async def expand(
-        self, tenant_id: str, user_id: str, memory_id: str, *, channel: str = "private"
+        self, tenant_id: str, user_id: str, memory_id: str, *, channel: str = "private", count_recall: bool = True
     ) -> ExpandedMemory | None:
         """The full episode (summary, provenance, source messages) or fact; None when the owner has no
-        such memory visible in this channel (another tenant's or user's id looks exactly like that)."""
+        such memory visible in this channel (another tenant's or user's id looks exactly like that).
+        `count_recall=False` for a person inspecting memory (the memory browser): not a recall."""
         if not is_uuid(memory_id):
             return None
         owner = Owner(tenant_id, user_id)
@@ -90,15 +91,17 @@ class MemorySearch:
             if episode.is_expired(datetime.now(UTC)):
                 return None
             result = await self._expand_episode(owner, episode)
-            self.recall_counts.submit("episode", owner, [memory_id], time.time())
+            if count_recall:
+                self.recall_counts.submit("episode", owner, [memory_id], time.time())
             return result
         facts = await (await self.resources.facts()).scroll(owner, visible, limit=1)
         if facts:
-            return self._expand_fact(owner, facts[0])
+            return self._expand_fact(owner, facts[0], count_recall=count_recall)
         return None
 
-    def _expand_fact(self, owner: Owner, stored: StoredFact) -> ExpandedMemory:
-        self.recall_counts.submit("fact", owner, [stored.fact_id], time.time())
+    def _expand_fact(self, owner: Owner, stored: StoredFact, *, count_recall: bool = True) -> ExpandedMemory:
+        if count_recall:
+            self.recall_counts.submit("fact", owner, [stored.fact_id], time.time())
         return ExpandedMemory(
             id=stored.fact_id,
             kind="fact",

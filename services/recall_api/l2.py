@@ -3,6 +3,7 @@ limited to the requesting user's own episodes."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -11,11 +12,20 @@ from services.common.domain.ids import is_uuid
 from services.common.domain.owner import Owner
 from services.common.runtime.resources import Resources
 from services.common.stores.episodes import Episode
-from services.common.stores.graph.repository import EntityRecord, GraphRepository, RelationRecord, normalise_entity_name
+from services.common.stores.graph.repository import (
+    EntityRecord,
+    GraphRepository,
+    RelationRecord,
+    channel_view,
+    matches_text,
+    normalise_entity_name,
+)
 from services.recall_api.errors import StoreUnavailable
 from services.recall_api.memory_records import graph_provenance
 from services.recall_api.schemas import GraphSearchRequest, GraphSearchResponse
 from services.recall_api.settings import RecallApiSettings
+
+log = logging.getLogger(__name__)
 
 _MAX_STARTS = 5  # entities whose neighbourhood is read
 _MAX_KEYWORDS = 12  # keywords of a free-text query tried as entity names
@@ -36,10 +46,10 @@ class GraphSearch:
         limit = request.limit or self.settings.graph_default_limit
         graph = await self._graph()
         if request.entity:
-            starts = await self._named_entity(graph, owner, request.entity)
+            starts = await self._named_entity(graph, owner, request.entity, request.channel)
         else:
             assert request.query is not None
-            starts = await self._entities_in_text(graph, owner, request.query)
+            starts = await self._entities_in_text(graph, owner, request.query, request.channel)
         entities: dict[str, EntityRecord] = {s.key: s for s in starts}
         relations: list[RelationRecord] = []
         seen: set[tuple[str, str, str, str]] = set()
@@ -59,25 +69,30 @@ class GraphSearch:
         try:
             return await self.resources.graph()
         except Exception as exc:
-            raise StoreUnavailable(f"the graph store is not reachable: {exc}") from exc
+            log.error("the graph store is not reachable: %s: %s", type(exc).__name__, exc)
+            raise StoreUnavailable("the graph store is not reachable") from exc
 
     @staticmethod
-    async def _named_entity(graph: GraphRepository, owner: Owner, entity: str) -> list[EntityRecord]:
-        """The entity with this key, else those with exactly this name, else the best name match."""
+    async def _named_entity(graph: GraphRepository, owner: Owner, entity: str, channel: str) -> list[EntityRecord]:
+        """The entity with this key, else those with exactly this name, else the best name match;
+        in a group channel only by the names a group session used."""
         starts: list[EntityRecord] = []
         if is_uuid(entity):
             record = await graph.get_entity(owner, entity)
-            starts = [record] if record else []
+            starts = _in_channel([record] if record else [], channel)
         if not starts:
-            starts = await graph.search_entities(owner, entity, limit=5)
+            starts = _in_channel(await graph.search_entities(owner, entity, limit=5), channel, entity)
             starts = [s for s in starts if s.name_norm == normalise_entity_name(entity)] or starts[:1]
         return starts
 
-    async def _entities_in_text(self, graph: GraphRepository, owner: Owner, text: str) -> list[EntityRecord]:
+    async def _entities_in_text(
+        self, graph: GraphRepository, owner: Owner, text: str, channel: str
+    ) -> list[EntityRecord]:
         """Entities whose name the text is, or contains: the whole text first, then its keywords
-        (Korean morphemes too, so "온비서에서" finds "온비서")."""
+        (Korean morphemes too, so "온비서에서" finds "온비서"); in a group channel only by the names a
+        group session used."""
         found: dict[str, EntityRecord] = {}
-        for record in await graph.search_entities(owner, text, limit=5):
+        for record in _in_channel(await graph.search_entities(owner, text, limit=5), channel, text):
             found.setdefault(record.key, record)
         if found:
             return list(found.values())
@@ -87,7 +102,7 @@ class GraphSearch:
             if term in seen:
                 continue
             seen.add(term)
-            for record in await graph.search_entities(owner, term, limit=3):
+            for record in _in_channel(await graph.search_entities(owner, term, limit=3), channel, term):
                 if _keyword_names(term, record):
                     found.setdefault(record.key, record)
             if len(seen) >= _MAX_KEYWORDS:
@@ -103,12 +118,20 @@ class GraphSearch:
         # Only the owner's own episodes come back: other users' episode ids on shared nodes stay hidden.
         store = await self.resources.episodes()
         own = {episode.episode_id: episode for episode in await store.get(owner, episode_ids)}
+        entities = _in_channel(entities, channel)
         entity_rows = _entity_rows(entities, own, channel)
         visible_keys = {row["key"] for row in entity_rows}
         names = {entity.key: entity.name for entity in entities}
         return GraphSearchResponse(
             entities=entity_rows, relations=_relation_rows(relations, names, visible_keys, own, channel)
         )
+
+
+def _in_channel(records: Sequence[EntityRecord], channel: str, text: str | None = None) -> list[EntityRecord]:
+    """The records as `channel` may see them (a group channel: only names and aliases from group
+    sessions), and, for a search, only those still matching `text` by such a name."""
+    viewed = [view for record in records if (view := channel_view(record, channel)) is not None]
+    return [record for record in viewed if text is None or channel != "group" or matches_text(record, text)]
 
 
 def _keyword_names(term: str, record: EntityRecord) -> bool:

@@ -12,22 +12,33 @@ Two transports:
 from __future__ import annotations
 
 import asyncio
-import json
+import importlib.metadata
 import logging
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.common.runtime.resources import Resources
 from services.recall_api.auth import Principal, bearer_token, check_api_keys, tenant_for_key, valid_id
 from services.recall_api.errors import FactRejected, StoreUnavailable
+from services.recall_api.http_guard import error_body
 from services.recall_api.instructions import memory_instructions
-from services.recall_api.schemas import GraphSearchRequest, SaveFactRequest, SearchRequest
+from services.recall_api.mcp_write_tools import READ_ONLY, WRITES, add_write_tools
+from services.recall_api.schemas import (
+    ExpandedMemory,
+    FactsResponse,
+    GraphSearchRequest,
+    GraphSearchResponse,
+    SaveFactRequest,
+    SaveFactResponse,
+    SearchRequest,
+    SearchResponse,
+)
 from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
 
@@ -39,6 +50,13 @@ CHANNEL_HEADER = "x-tiermem-channel"
 NOT_FOUND = "memory not found"
 
 ChannelArg = Literal["private", "group"]
+ChannelField = Annotated[
+    ChannelArg, Field(description="'group' only sees memories from group conversations (a pinned group stays group).")
+]
+OptionalUser = Annotated[
+    str | None,
+    Field(max_length=128, description="End user whose memory is used; required unless the connection pins a user."),
+]
 
 
 def _principal(ctx: Context[Any, Any], fixed: Principal | None) -> Principal:
@@ -80,6 +98,7 @@ def build_mcp_server(service: RecallService, *, fixed: Principal | None = None) 
     server: MCPServer[Any] = MCPServer(
         "tiermem",
         title="tiermem memory",
+        version=_server_version(),
         instructions=memory_instructions("en"),
         log_level="WARNING",
         warn_on_duplicate_tools=True,
@@ -87,26 +106,37 @@ def build_mcp_server(service: RecallService, *, fixed: Principal | None = None) 
     _add_search_tools(server, service, fixed)
     _add_graph_tool(server, service, fixed)
     _add_fact_tools(server, service, fixed)
+    add_write_tools(server, service, lambda ctx: _principal(ctx, fixed), _user)
     return server
+
+
+def _server_version() -> str:
+    try:
+        return importlib.metadata.version("tiermem")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.1.0"
 
 
 def _add_search_tools(server: MCPServer[Any], service: RecallService, fixed: Principal | None) -> None:
     """L1: memory_search and memory_expand."""
 
     @server.tool(
+        annotations=READ_ONLY,
         description=(
             "Search long-term memory of earlier conversations (episodes) and known facts about the user. "
             "Returns ids with one-line abstracts, best first; an empty list means nothing relevant is known."
-        )
+        ),
     )
     async def memory_search(
-        query: str,
+        query: Annotated[str, Field(min_length=1, max_length=4000, description="What to look for, in any language.")],
         ctx: Context[Any, Any],
-        user_id: str | None = None,
-        limit: int = 10,
-        kinds: list[Literal["episode", "fact"]] | None = None,
-        channel: ChannelArg = "private",
-    ) -> dict[str, Any]:
+        user_id: OptionalUser = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="Most results.")] = 10,
+        kinds: Annotated[
+            list[Literal["episode", "fact"]] | None, Field(description="episode and/or fact; both when omitted.")
+        ] = None,
+        channel: ChannelField = "private",
+    ) -> SearchResponse:
         principal = _principal(ctx, fixed)
         try:
             request = SearchRequest(
@@ -119,20 +149,23 @@ def _add_search_tools(server: MCPServer[Any], service: RecallService, fixed: Pri
         except ValidationError as exc:
             raise ToolError(_errors(exc)) from exc
         try:
-            result = await service.search(principal.tenant_id, request)
+            return await service.search(principal.tenant_id, request)
         except StoreUnavailable as exc:
             raise ToolError(str(exc)) from exc
-        return result.model_dump(mode="json")
 
     @server.tool(
+        annotations=READ_ONLY,
         description=(
             "Open one memory by id (from memory_search): the full episode summary with its date, session and "
             "original messages, or the full fact with its history."
-        )
+        ),
     )
     async def memory_expand(
-        id: str, ctx: Context[Any, Any], user_id: str | None = None, channel: ChannelArg = "private"
-    ) -> dict[str, Any]:
+        id: Annotated[str, Field(max_length=128, description="Episode or fact id from memory_search.")],
+        ctx: Context[Any, Any],
+        user_id: OptionalUser = None,
+        channel: ChannelField = "private",
+    ) -> ExpandedMemory:
         principal = _principal(ctx, fixed)
         user = _user(principal, user_id)
         try:
@@ -141,27 +174,28 @@ def _add_search_tools(server: MCPServer[Any], service: RecallService, fixed: Pri
             raise ToolError(str(exc)) from exc
         if expanded is None:
             raise ToolError(NOT_FOUND)
-        return expanded.model_dump(mode="json")
+        return expanded
 
 
 def _add_graph_tool(server: MCPServer[Any], service: RecallService, fixed: Principal | None) -> None:
     """L2: knowledge_graph_search."""
 
     @server.tool(
+        annotations=READ_ONLY,
         description=(
             "Look up how people, projects, technologies and organisations are connected, starting from an entity "
             "name (or free text naming one), up to 3 hops. Each entity and relation carries its provenance."
-        )
+        ),
     )
     async def knowledge_graph_search(
         ctx: Context[Any, Any],
-        query: str | None = None,
-        entity: str | None = None,
-        hops: int = 1,
-        limit: int | None = None,
-        user_id: str | None = None,
-        channel: ChannelArg = "private",
-    ) -> dict[str, Any]:
+        query: Annotated[str | None, Field(max_length=1000, description="Free text naming an entity.")] = None,
+        entity: Annotated[str | None, Field(max_length=400, description="An entity key or exact name.")] = None,
+        hops: Annotated[int, Field(ge=1, le=3, description="How far to follow relations.")] = 1,
+        limit: Annotated[int | None, Field(ge=1, le=200, description="Most entities.")] = None,
+        user_id: OptionalUser = None,
+        channel: ChannelField = "private",
+    ) -> GraphSearchResponse:
         principal = _principal(ctx, fixed)
         if not query and not entity:
             raise ToolError("give query or entity")
@@ -177,33 +211,35 @@ def _add_graph_tool(server: MCPServer[Any], service: RecallService, fixed: Princ
         except ValidationError as exc:
             raise ToolError(_errors(exc)) from exc
         try:
-            result = await service.graph_search(principal.tenant_id, request)
+            return await service.graph_search(principal.tenant_id, request)
         except StoreUnavailable as exc:
             raise ToolError(str(exc)) from exc
-        return result.model_dump(mode="json")
 
 
 def _add_fact_tools(server: MCPServer[Any], service: RecallService, fixed: Principal | None) -> None:
     """Facts: memory_save and memory_recall."""
 
     @server.tool(
+        annotations=WRITES,
         description=(
             "Save one durable fact about the user (one sentence that stays true, e.g. 'The user is vegetarian.'). "
             "It is stored as tentative and confirmed when it comes up again; a contradicting newer fact "
             "supersedes an older one without deleting it."
-        )
+        ),
     )
     async def memory_save(
-        text: str,
+        text: Annotated[str, Field(min_length=1, max_length=1000, description="The fact as one sentence.")],
         ctx: Context[Any, Any],
-        user_id: str | None = None,
-        subject: str | None = None,
-        attribute: str | None = None,
-        value: str | None = None,
-        scope: Literal["personal", "team", "org"] = "personal",
-        volatility: Literal["high", "medium", "low"] | None = None,
-        channel: ChannelArg = "private",
-    ) -> dict[str, Any]:
+        user_id: OptionalUser = None,
+        subject: Annotated[str | None, Field(max_length=200, description="Who it is about; default 'user'.")] = None,
+        attribute: Annotated[str | None, Field(max_length=100, description="e.g. lives_in; default 'note'.")] = None,
+        value: Annotated[str | None, Field(max_length=400, description="The value; default: the text.")] = None,
+        scope: Annotated[Literal["personal", "team", "org"], Field(description="Who may see it.")] = "personal",
+        volatility: Annotated[
+            Literal["high", "medium", "low"] | None, Field(description="How fast it goes stale.")
+        ] = None,
+        channel: ChannelField = "private",
+    ) -> SaveFactResponse:
         principal = _principal(ctx, fixed)
         try:
             request = SaveFactRequest(
@@ -219,32 +255,32 @@ def _add_fact_tools(server: MCPServer[Any], service: RecallService, fixed: Princ
         except ValidationError as exc:
             raise ToolError(_errors(exc)) from exc
         try:
-            result = await service.save_fact(principal.tenant_id, request)
+            return await service.save_fact(principal.tenant_id, request)
         except FactRejected as exc:
             raise ToolError(f"not saved: {exc}") from exc
         except StoreUnavailable as exc:
             raise ToolError(str(exc)) from exc
-        return result.model_dump(mode="json")
 
     @server.tool(
+        annotations=READ_ONLY,
         description=(
             "Recall the facts known about the user (confirmed first, then tentative; replaced facts left out), "
             "as a short dated list within a token budget."
-        )
+        ),
     )
     async def memory_recall(
         ctx: Context[Any, Any],
-        user_id: str | None = None,
-        token_budget: int | None = None,
-        subject: str | None = None,
-        channel: ChannelArg = "private",
-    ) -> dict[str, Any]:
+        user_id: OptionalUser = None,
+        token_budget: Annotated[int | None, Field(ge=1, le=8000, description="Most tokens of the list.")] = None,
+        subject: Annotated[str | None, Field(max_length=200, description="Only facts about this subject.")] = None,
+        channel: ChannelField = "private",
+    ) -> FactsResponse:
         principal = _principal(ctx, fixed)
         user = _user(principal, user_id)
         if token_budget is not None and not 1 <= token_budget <= 8000:
             raise ToolError("token_budget must be between 1 and 8000")
         try:
-            result = await service.recall_facts(
+            return await service.recall_facts(
                 principal.tenant_id,
                 user,
                 token_budget=token_budget,
@@ -253,7 +289,6 @@ def _add_fact_tools(server: MCPServer[Any], service: RecallService, fixed: Princ
             )
         except StoreUnavailable as exc:
             raise ToolError(str(exc)) from exc
-        return result.model_dump(mode="json")
 
 
 def streamable_http_endpoint(server: MCPServer[Any], settings: RecallApiSettings) -> ASGIApp:
@@ -298,12 +333,19 @@ class McpAuth:
         if channel not in (None, "private", "group"):
             await _refuse(send, 400, f"{CHANNEL_HEADER} must be 'private' or 'group'")
             return
+        if scope.get("method") != "POST":
+            # Stateless JSON mode has no server-to-client stream: a GET would otherwise hold a
+            # connection open with nothing ever sent on it.
+            await _refuse(
+                send, 405, "the MCP endpoint accepts POST only (stateless streamable HTTP)", {"allow": "POST"}
+            )
+            return
         scope.setdefault("state", {})[PRINCIPAL_STATE_KEY] = Principal(tenant_id=tenant, user_id=user, channel=channel)
         await self._app(scope, receive, send)
 
 
 async def _refuse(send: Send, status_code: int, detail: str, extra: dict[str, str] | None = None) -> None:
-    body = json.dumps({"detail": detail}).encode("utf-8")
+    body = error_body(status_code, detail)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (extra or {}).items()]
     await send({"type": "http.response.start", "status": status_code, "headers": headers})

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import logging
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from contracts.events import ID_PATTERN, Channel
 from services.recall_api import instructions
-from services.recall_api.auth import bearer_token, tenant_for_key
+from services.recall_api.auth import tenant_for_key
 from services.recall_api.errors import FactRejected, StoreUnavailable
+from services.recall_api.http_guard import FieldError
 from services.recall_api.schemas import (
     AutoRecallRequest,
     AutoRecallResponse,
@@ -27,6 +29,7 @@ from services.recall_api.schemas import (
     SearchResponse,
 )
 from services.recall_api.service import RecallService
+from services.recall_api.write_schemas import ErrorResponse
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +42,28 @@ def service_of(request: Request) -> RecallService:
     return service
 
 
-def require_tenant(request: Request) -> str:
+bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="apiKey",
+    description="An API key as a Bearer token: `Authorization: Bearer <key>`. The key decides the tenant.",
+)
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorResponse, "description": "Missing or invalid API key."},
+    404: {"model": ErrorResponse, "description": "No such item for this tenant and user (the same for every reason)."},
+    409: {"model": ErrorResponse, "description": "The request conflicts with the current state."},
+    413: {"model": ErrorResponse, "description": "The body (or a session in it) is larger than the limits."},
+    422: {"model": ErrorResponse, "description": "Invalid input: `errors` names each field and the reason."},
+    503: {"model": ErrorResponse, "description": "A store or the broker cannot be reached; retry later."},
+}
+
+
+def require_tenant(
+    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+) -> str:
     """The tenant of the request's Bearer API key; 401 otherwise."""
     service = service_of(request)
-    tenant = tenant_for_key(service.settings.api_keys, bearer_token(request.headers.get("authorization")))
+    tenant = tenant_for_key(service.settings.api_keys, credentials.credentials if credentials else None)
     if tenant is None:
         raise HTTPException(
             status_code=status.HTTP_401_UNAUTHORIZED,
@@ -56,12 +77,12 @@ Tenant = Annotated[str, Depends(require_tenant)]
 Service = Annotated[RecallService, Depends(service_of)]
 
 
-def _unavailable(exc: StoreUnavailable) -> HTTPException:
+def unavailable(exc: StoreUnavailable) -> HTTPException:
     log.error("recall store unavailable: %s", exc)
     return HTTPException(status_code=status.HTTP_503_SERVICE_UNAVAILABLE, detail=str(exc))
 
 
-router = APIRouter()
+router = APIRouter(responses=ERROR_RESPONSES)
 
 
 @router.post("/v1/recall/auto", response_model=AutoRecallResponse, tags=["recall"], summary="L0 auto-inject")
@@ -70,7 +91,7 @@ async def recall_auto(body: AutoRecallRequest, tenant: Tenant, service: Service)
         return await service.auto(tenant, body)
     except StoreUnavailable as exc:
         service.metrics.record_error("auto")
-        raise _unavailable(exc) from exc
+        raise unavailable(exc) from exc
 
 
 @router.post("/v1/memories/search", response_model=SearchResponse, tags=["recall"], summary="L1 memory_search")
@@ -78,7 +99,7 @@ async def memories_search(body: SearchRequest, tenant: Tenant, service: Service)
     try:
         return await service.search(tenant, body)
     except StoreUnavailable as exc:
-        raise _unavailable(exc) from exc
+        raise unavailable(exc) from exc
 
 
 @router.get(
@@ -86,7 +107,6 @@ async def memories_search(body: SearchRequest, tenant: Tenant, service: Service)
     response_model=ExpandedMemory,
     tags=["recall"],
     summary="L1 memory_expand",
-    responses={404: {"description": "No such memory for this tenant and user (the same for every reason)."}},
 )
 async def memories_expand(
     memory_id: Annotated[str, Path(max_length=128)],
@@ -98,7 +118,7 @@ async def memories_expand(
     try:
         expanded = await service.expand(tenant, user_id, memory_id, channel=channel)
     except StoreUnavailable as exc:
-        raise _unavailable(exc) from exc
+        raise unavailable(exc) from exc
     if expanded is None:
         raise HTTPException(status_code=status.HTTP_404_NOT_FOUND, detail=NOT_FOUND_DETAIL)
     return expanded
@@ -107,11 +127,11 @@ async def memories_expand(
 @router.post("/v1/graph/search", response_model=GraphSearchResponse, tags=["recall"], summary="L2 graph search")
 async def graph_search(body: GraphSearchRequest, tenant: Tenant, service: Service) -> GraphSearchResponse:
     if not body.query and not body.entity:
-        raise HTTPException(status_code=status.HTTP_422_UNPROCESSABLE_CONTENT, detail="give `query` or `entity`")
+        raise FieldError("query", "give `query` or `entity`")
     try:
         return await service.graph_search(tenant, body)
     except StoreUnavailable as exc:
-        raise _unavailable(exc) from exc
+        raise unavailable(exc) from exc
 
 
 @router.post(
@@ -119,15 +139,23 @@ async def graph_search(body: GraphSearchRequest, tenant: Tenant, service: Servic
     response_model=SaveFactResponse,
     tags=["facts"],
     summary="memory_save",
-    responses={422: {"description": "The write policy rejected the fact; `detail` says why."}},
 )
-async def facts_save(body: SaveFactRequest, tenant: Tenant, service: Service) -> SaveFactResponse:
+async def facts_save(
+    body: SaveFactRequest,
+    tenant: Tenant,
+    service: Service,
+    idempotency_key: Annotated[
+        str | None, Header(max_length=128, description="Same as `request_id` (the body's wins when both are given).")
+    ] = None,
+) -> SaveFactResponse:
+    if body.request_id is None and idempotency_key is not None:
+        body = body.model_copy(update={"request_id": idempotency_key})
     try:
         return await service.save_fact(tenant, body)
     except FactRejected as exc:
-        raise HTTPException(status_code=status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
+        raise FieldError("text", str(exc)) from exc
     except StoreUnavailable as exc:
-        raise _unavailable(exc) from exc
+        raise unavailable(exc) from exc
 
 
 @router.get("/v1/facts", response_model=FactsResponse, tags=["facts"], summary="memory_recall")
@@ -142,7 +170,7 @@ async def facts_recall(
     try:
         return await service.recall_facts(tenant, user_id, token_budget=token_budget, channel=channel, subject=subject)
     except StoreUnavailable as exc:
-        raise _unavailable(exc) from exc
+        raise unavailable(exc) from exc
 
 
 @router.delete(
@@ -161,7 +189,7 @@ async def users_erase(
     try:
         return await service.request_erasure(tenant, user_id, idempotency_key=idempotency_key)
     except StoreUnavailable as exc:
-        raise _unavailable(exc) from exc
+        raise unavailable(exc) from exc
 
 
 @router.get("/v1/prompt/memory-instructions", response_model=Instructions, tags=["prompt"])
@@ -172,7 +200,7 @@ async def memory_instructions(
     try:
         return Instructions(lang=lang, text=instructions.memory_instructions(lang))
     except ValueError as exc:
-        raise HTTPException(status_code=status.HTTP_422_UNPROCESSABLE_CONTENT, detail=str(exc)) from exc
+        raise FieldError("lang", str(exc)) from exc
 
 
 @router.get("/healthz", tags=["health"])

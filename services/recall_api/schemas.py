@@ -22,6 +22,11 @@ class ChatTurn(_Body):
 
 
 class AutoRecallRequest(_Body):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"user_id": "alice", "message": "Can you book the usual place in Busan?"}]},
+    )
+
     user_id: SubjectToken = Field(description="End user whose memory is searched.")
     agent_id: SubjectToken | None = Field(default=None, description="Only this agent's episodes, when given.")
     channel: Channel = Field(default="private", description="'group' never sees memories from private sessions.")
@@ -60,6 +65,10 @@ class AutoRecallResponse(BaseModel):
 
 
 class SearchRequest(_Body):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"user_id": "alice", "query": "payment module rewrite"}]}
+    )
+
     user_id: SubjectToken
     query: CleanText = Field(min_length=1, max_length=4000)
     limit: int = Field(default=10, ge=1, le=100)
@@ -97,6 +106,10 @@ class ExpandedMemory(BaseModel):
 
 
 class GraphSearchRequest(_Body):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"user_id": "alice", "entity": "DGIA", "hops": 2}]}
+    )
+
     user_id: SubjectToken
     query: CleanText | None = Field(default=None, max_length=1000, description="Free text naming an entity.")
     entity: CleanText | None = Field(default=None, max_length=400, description="An entity key or exact name.")
@@ -111,6 +124,11 @@ class GraphSearchResponse(BaseModel):
 
 
 class SaveFactRequest(_Body):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"user_id": "alice", "text": "The user is vegetarian.", "request_id": "r-1"}]},
+    )
+
     user_id: SubjectToken
     text: CleanText = Field(min_length=1, max_length=1000, description="The fact as one sentence.")
     subject: CleanText | None = Field(default=None, max_length=200, description="Default 'user'.")
@@ -146,6 +164,7 @@ class ErasureAccepted(BaseModel):
     event_id: str
     status: Literal["accepted"] = "accepted"
     duplicate: bool = False
+    status_url: str | None = Field(default=None, description="GET it to see when the erasure is complete.")
 
 
 class Instructions(BaseModel):

@@ -13,17 +13,20 @@ import logging
 
 from nats.aio.client import Client as NatsClient
 
-from contracts import Subjects
+from contracts import SessionCompleted, Subjects
+from contracts.session_input import SessionRejected, parse_session
 from services.common.domain.owner import Owner
 from services.common.domain.text import TokenCounter
 from services.common.runtime.resources import Resources
-from services.recall_api import erasure_requests
+from services.recall_api import erasure_requests, sessions_in
 from services.recall_api.candidates import CandidateRetriever
 from services.recall_api.errors import FactRejected, StoreUnavailable
+from services.recall_api.event_status import event_status
 from services.recall_api.facts import FactMemory
 from services.recall_api.l0 import AutoRecall
 from services.recall_api.l1 import MemorySearch
 from services.recall_api.l2 import GraphSearch
+from services.recall_api.memory_admin import ListFilters, MemoryAdmin, erasure_target, fact_record
 from services.recall_api.metrics import RecallMetrics
 from services.recall_api.recall_counts import RecallCountUpdater
 from services.recall_api.schemas import (
@@ -40,8 +43,20 @@ from services.recall_api.schemas import (
     SearchResponse,
 )
 from services.recall_api.settings import RecallApiSettings
+from services.recall_api.write_schemas import (
+    CorrectionRequest,
+    CorrectionResponse,
+    EventStatus,
+    FactHistoryResponse,
+    ForgetAccepted,
+    ListKind,
+    MemoryListResponse,
+    MemoryRecord,
+    SessionAccepted,
+    SessionBatchResponse,
+)
 
-__all__ = ["FactRejected", "RecallService", "StoreUnavailable"]
+__all__ = ["FactRejected", "RecallService", "SessionRejected", "StoreUnavailable"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +76,7 @@ class RecallService:
         self._l1 = MemorySearch(settings, resources, retriever, self.nats, self.metrics, self.recall_counts)
         self._l2 = GraphSearch(settings, resources)
         self._facts = FactMemory(settings, resources, self.token_counter, self.metrics, self.recall_counts)
+        self._admin = MemoryAdmin(resources)
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -91,7 +107,9 @@ class RecallService:
         try:
             return await self.resources.nats()
         except Exception as exc:
-            raise StoreUnavailable(f"cannot connect to NATS at {self.settings.nats.url}: {exc}") from exc
+            # The address and the error go to the log only: the 503 body must not reveal them.
+            log.error("cannot connect to NATS at %s: %s", self.settings.nats.url, exc)
+            raise StoreUnavailable("the message broker is not reachable") from exc
 
     # ------------------------------------------------------------------------------ reads and writes
 
@@ -102,9 +120,9 @@ class RecallService:
         return await self._l1.search(tenant_id, request)
 
     async def expand(
-        self, tenant_id: str, user_id: str, memory_id: str, *, channel: str = "private"
+        self, tenant_id: str, user_id: str, memory_id: str, *, channel: str = "private", count_recall: bool = True
     ) -> ExpandedMemory | None:
-        return await self._l1.expand(tenant_id, user_id, memory_id, channel=channel)
+        return await self._l1.expand(tenant_id, user_id, memory_id, channel=channel, count_recall=count_recall)
 
     async def graph_search(self, tenant_id: str, request: GraphSearchRequest) -> GraphSearchResponse:
         return await self._l2.graph_search(tenant_id, request)
@@ -132,15 +150,83 @@ class RecallService:
             self.nats, self.subjects, tenant_id, user_id, idempotency_key=idempotency_key, reason=reason
         )
 
+    # ------------------------------------------------------------------------------ sessions in, memory management
+
+    async def add_session(self, tenant_id: str, event: SessionCompleted) -> SessionAccepted:
+        """Publish one session (WrongTenant / SessionRejected when it may not or cannot be)."""
+        sessions_in.check_tenant(tenant_id, event)
+        checked = parse_session(event.model_dump(mode="json"), self.settings.limits)
+        return await sessions_in.publish_session(self.nats, self.subjects, checked)
+
+    async def add_sessions(self, tenant_id: str, records: list[object]) -> SessionBatchResponse:
+        return await sessions_in.publish_batch(self.nats, self.subjects, tenant_id, records, self.settings.limits)
+
+    async def event_status(self, tenant_id: str, user_id: str, event_id: str) -> EventStatus | None:
+        client = await self.nats()
+        episodes = await self.resources.episodes()
+        return await event_status(
+            client.jetstream(),
+            self.subjects,
+            episodes,
+            Owner(tenant_id, user_id),
+            event_id,
+            limit=self.settings.event_status_scan_limit,
+        )
+
+    async def list_memories(
+        self, tenant_id: str, user_id: str, kind: ListKind, *, limit: int, cursor: str | None, filters: ListFilters
+    ) -> MemoryListResponse:
+        return await self._admin.list(Owner(tenant_id, user_id), kind, limit=limit, cursor=cursor, filters=filters)
+
+    async def fact(self, tenant_id: str, user_id: str, fact_id: str) -> MemoryRecord | None:
+        stored = await self._admin.fact(Owner(tenant_id, user_id), fact_id)
+        return None if stored is None else fact_record(stored)
+
+    async def fact_history(self, tenant_id: str, user_id: str, fact_id: str) -> FactHistoryResponse | None:
+        return await self._admin.history(Owner(tenant_id, user_id), fact_id)
+
+    async def correct_fact(
+        self, tenant_id: str, fact_id: str, request: CorrectionRequest, *, idempotency_key: str | None = None
+    ) -> CorrectionResponse | None:
+        owner = Owner(tenant_id, request.user_id)
+        return await self._admin.correct(owner, fact_id, request, idempotency_key=idempotency_key)
+
+    async def forget(
+        self, tenant_id: str, user_id: str, memory_id: str, *, idempotency_key: str | None = None
+    ) -> ForgetAccepted | None:
+        """Erase one fact or episode through the pruner; None when the owner has no such memory."""
+        kind = await self._admin.kind_of(Owner(tenant_id, user_id), memory_id)
+        if kind is None:
+            return None
+        accepted = await erasure_requests.request_erasure(
+            self.nats,
+            self.subjects,
+            tenant_id,
+            user_id,
+            idempotency_key=idempotency_key,
+            reason=f"forget one {kind}",
+            target=erasure_target(kind, memory_id),
+        )
+        return ForgetAccepted(
+            event_id=accepted.event_id,
+            duplicate=accepted.duplicate,
+            kind=kind,
+            status_url=sessions_in.status_url(accepted.event_id),
+        )
+
     # ------------------------------------------------------------------------------ health
 
     async def readiness(self) -> dict[str, str]:
-        """'ok' or the error, per dependency: broker, vector index, graph."""
+        """'ok', 'unavailable' or 'timeout' per dependency: broker, vector index, graph. /readyz is
+        unauthenticated, so addresses and error text go to the log, never into the answer."""
         probe = Owner("readyz", "readyz")
         timeout = self.settings.readiness_timeout_s
 
         async def broker() -> None:
             client = await self.nats()
+            # nats-py's flush() returns at once while the client is reconnecting: ask the state first.
+            if not client.is_connected:
+                raise ConnectionError("the NATS client is not connected (the server is down or unreachable)")
             await client.flush(timeout=max(1, int(timeout)))
 
         async def vectors() -> None:
@@ -157,7 +243,9 @@ class RecallService:
                 await asyncio.wait_for(check(), timeout=timeout)
                 results[name] = "ok"
             except TimeoutError:
-                results[name] = f"no answer within {timeout:g}s"
+                log.warning("readiness: %s gave no answer within %gs", name, timeout)
+                results[name] = "timeout"
             except Exception as exc:  # readiness reports every failure, whatever its type
-                results[name] = f"{type(exc).__name__}: {exc}"[:300]
+                log.warning("readiness: %s unavailable: %s: %s", name, type(exc).__name__, exc)
+                results[name] = "unavailable"
         return results

@@ -72,6 +72,19 @@ class RecallApiSettings(TierMemSettings):
         description="Host headers the MCP endpoint accepts (DNS-rebinding protection); empty disables the check.",
     )
     readiness_timeout_s: float = Field(default=2.0, gt=0, description="Per-dependency timeout of /readyz.")
+
+    # ---- HTTP limits and write endpoints -------------------------------------------------------
+    max_request_bytes: int = Field(
+        default=8 * 1024 * 1024,
+        ge=1024,
+        description=(
+            "Largest request body of /v1 and MCP, checked before the body is parsed (413 beyond). It must "
+            "leave room for a batch of sessions; each session is also held to the ingest size limits."
+        ),
+    )
+    event_status_scan_limit: int = Field(
+        default=10_000, ge=1, description="Most stream messages GET /v1/events/{id} reads per subject filter."
+    )
     mcp_api_key: SecretStr | None = Field(
         default=None, description="API key the stdio MCP server (`tiermem mcp`) acts with; decides the tenant."
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Sequence
 
@@ -170,3 +171,22 @@ async def test_local_e5_ranks_related_text_higher(
     # e5 similarities are compressed (unrelated text still scores ~0.7), so the margin is small but stable:
     # the model is deterministic and these pairs are 0.02-0.13 apart.
     assert cosine(q, related_vec) > cosine(q, unrelated_vec) + 0.01
+
+
+async def test_a_query_does_not_wait_behind_a_long_list_of_passages() -> None:
+    """A live turn's query embedding goes before the remaining passages of a session being
+    consolidated (one batch at most in its way), so L0 does not starve while ingest runs."""
+    embedder = LocalE5Embedder(batch_size=1)
+    await embedder.embed_query("warm up")
+    passages = [f"passage number {i} about the billing service migration to Go" for i in range(60)]
+    consolidation = asyncio.create_task(embedder.embed_passages(passages))
+    # Wait (bounded) until the passage work holds the model, so the query really has to queue.
+    for _ in range(2000):
+        if embedder._lock._held:
+            break
+        await asyncio.sleep(0.001)
+    assert embedder._lock._held, "the passages never started"
+    vector = await embedder.embed_query("which language for the billing service?")
+    assert len(vector) == embedder.dim
+    assert not consolidation.done(), "the query waited for every passage of the session"
+    assert len(await consolidation) == len(passages)

@@ -68,6 +68,7 @@ EPISODE_KEYS = {
     "passage_count",
     "recall_count",
     "last_recalled_at_ts",
+    "stored_at_ts",
     "model",
     "prompt_tokens",
     "completion_tokens",
@@ -167,8 +168,10 @@ async def test_round_trip(
 ) -> None:
     episode = billing_episode()
     passages = with_passages(episode, TURNS)
+    before = datetime.now(UTC).timestamp()
     stored = await store.write(ALICE, episode, passages)
-    assert stored == replace(episode, passage_count=3)
+    assert stored.stored_at_ts is not None and before <= stored.stored_at_ts <= datetime.now(UTC).timestamp()
+    assert stored == replace(episode, passage_count=3, stored_at_ts=stored.stored_at_ts)
 
     assert await store.get(ALICE, [episode.episode_id]) == [stored]
     assert await store.scroll(ALICE) == [stored]
@@ -330,3 +333,36 @@ async def test_maintenance_reaches_every_point_readable_or_not(
     assert await store.delete_owner(SAME_TENANT_OTHER_USER) == DeletedEpisodes(episodes=0, passages=0)
     assert await store.delete_owner(ALICE) == DeletedEpisodes(episodes=2, passages=2)
     assert await store.count(ALICE) == 0 and await store.count_passages(ALICE) == 0
+
+
+async def test_a_rewrite_keeps_when_the_episode_was_first_stored(store: EpisodeStore, index: VectorIndex) -> None:
+    episode = billing_episode()
+    first = await store.write(ALICE, episode, with_passages(episode, TURNS))
+    await index.set_payload(EPISODES, ALICE, [episode.episode_id], {"stored_at_ts": 1_000.0})
+    rewritten = await store.write(ALICE, replace(episode, summary="A new summary."), with_passages(episode, TURNS))
+    assert first.stored_at_ts != 1_000.0 and rewritten.stored_at_ts == 1_000.0
+    (times,) = await store.scroll_times(ALICE, None, 10)
+    assert times.stored_at_ts == 1_000.0
+
+
+async def test_pages_follow_point_ids_without_repeats_or_gaps(store: EpisodeStore) -> None:
+    written: set[str] = set()
+    for number in range(11):
+        episode = billing_episode(session_id=f"s-{number}")
+        written.add((await store.write(ALICE, episode, [])).episode_id)
+    other = billing_episode(SAME_TENANT_OTHER_USER, "s-other")
+    await store.write(SAME_TENANT_OTHER_USER, other, [])
+    seen: list[str] = []
+    start: str | None = None
+    pages = 0
+    while True:
+        page = await store.page(ALICE, limit=4, start_id=start)
+        seen += [e.episode_id for e in page.episodes]
+        pages += 1
+        if page.next_id is None:
+            break
+        start = page.next_id
+    assert pages == 3 and seen == sorted(seen) and set(seen) == written
+    # The start id is inclusive, and the next id is the first point of the next page.
+    assert (await store.page(ALICE, limit=100, start_id=seen[5])).episodes[0].episode_id == seen[5]
+    assert (await store.page(ALICE, limit=5)).next_id == seen[5]

@@ -229,3 +229,54 @@ async def test_maintenance_reaches_every_point_readable_or_not(
     assert await store.delete_owner(SAME_TENANT_OTHER_USER) == 0
     assert await store.delete_owner(ALICE) == 1
     assert await store.count(ALICE) == 0
+
+
+async def test_pages_follow_point_ids_without_repeats_or_gaps(store: FactStore) -> None:
+    written: set[str | None] = set()
+    for number in range(7):
+        result = await store.write(ALICE, candidate(f"Tool{number}", episode=f"e{number}"), channel="private", now=T0)
+        written.add(result.plan.fact_id)
+    seen: list[str] = []
+    start: str | None = None
+    while True:
+        page = await store.page(ALICE, limit=3, start_id=start)
+        seen += [s.fact_id for s in page.facts]
+        if page.next_id is None:
+            break
+        start = page.next_id
+    assert seen == sorted(seen) and set(seen) == written and len(seen) == 7
+    assert (await store.page(SAME_TENANT_OTHER_USER, limit=10)).facts == []
+
+
+async def test_history_lists_every_value_of_the_attribute_oldest_first(store: FactStore) -> None:
+    seoul = await store.write(
+        ALICE, candidate("Seoul", subject="user", attribute="lives_in"), channel="private", now=T0
+    )
+    busan = await store.write(
+        ALICE, candidate("Busan", subject="user", attribute="lives_in", episode="e2", days=5), channel="private", now=T0
+    )
+    await store.write(ALICE, candidate("Go"), channel="private", now=T0)  # another subject: not in the history
+    history = await store.history(ALICE, str(busan.plan.fact_id))
+    assert [h.fact.value for h in history] == ["Seoul", "Busan"]
+    assert history[0].fact.superseded_by == busan.plan.fact_id and history[0].fact.valid_to is not None
+    assert await store.history(ALICE, str(seoul.plan.fact_id)) == history
+    assert await store.history(SAME_TENANT_OTHER_USER, str(seoul.plan.fact_id)) == []
+
+
+async def test_a_correction_supersedes_the_old_value_even_for_a_multi_valued_attribute(store: FactStore) -> None:
+    (old,) = (await store.write(ALICE, candidate("Java"), channel="private", now=T0)).written
+    later = T0 + timedelta(days=1)
+    fixed = candidate("Kotlin", episode="correction-1", days=1).model_copy(
+        update={"provenance": FactProvenance(episode_id="correction-1", occurred_at=later, source="api")}
+    )
+    result = await store.correct(ALICE, old.fact_id, fixed, channel="private", now=later)
+    assert result is not None and result.plan.fact_id != old.fact_id
+    (before,) = await store.get(ALICE, [old.fact_id])
+    assert (before.fact.status, before.fact.valid_to, before.fact.superseded_by) == (
+        "superseded",
+        later,
+        result.plan.fact_id,
+    )
+    (after,) = await store.get(ALICE, [str(result.plan.fact_id)])
+    assert after.fact.is_current and after.fact.provenance[-1].source == "api"
+    assert await store.correct(SAME_TENANT_OTHER_USER, old.fact_id, fixed, channel="private", now=later) is None

@@ -46,7 +46,21 @@ pytestmark = pytest.mark.integration
 __all__ = ["embedder", "keywords"]  # module-scoped fixtures shared with test_recall_api
 
 REPO_ROOT = str(Path(__file__).resolve().parents[2])
-TOOLS = {"memory_search", "memory_expand", "knowledge_graph_search", "memory_save", "memory_recall"}
+TOOLS = {
+    "memory_search",
+    "memory_expand",
+    "knowledge_graph_search",
+    "memory_save",
+    "memory_recall",
+    # memory management (issue 12)
+    "memory_add_sessions",
+    "memory_event_status",
+    "memory_list",
+    "memory_get_fact",
+    "memory_fact_history",
+    "memory_forget",
+    "memory_correct",
+}
 
 
 @pytest.fixture

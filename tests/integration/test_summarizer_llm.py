@@ -4,6 +4,8 @@ multiplying retries), a slow model kept alive with in-progress acks, Korean in a
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from pydantic import SecretStr
 
@@ -94,11 +96,15 @@ async def test_slow_model_keeps_the_message_in_progress(
     stack_settings: TierMemSettings, llm_stub: LlmStubServer
 ) -> None:
     # ack_wait is 1 s and the model takes 3 s: without in-progress acks JetStream would redeliver.
-    nats = stack_settings.nats.model_copy(update={"ack_wait_s": 1.0, "timeout_backoff_s": [1.0, 1.0]})
+    nats = stack_settings.nats.model_copy(update={"ack_wait_s": 1.0})
     settings = _with_llm(stack_settings, llm_stub, nats=nats)
     llm_stub.push_chat_json({"summary": "A slow but fine summary of the DGIA plan.", "entity_names": []}, delay_s=3.0)
     running = await start_services(settings, [EPISODIC])
     try:
+        # Load the models first: their first load blocks the event loop (no in-progress acks can go
+        # out) for longer than this test's 1 s ack wait, which is not what this test is about.
+        await running.resources.embedder().embed_query("warm up")
+        await asyncio.to_thread(running.resources.keywords().warm_up)
         await publish(settings, session_event())
         await wait_until_idle(settings, [EPISODIC], timeout_s=60)
         index = await running.resources.vector_index()

@@ -82,3 +82,26 @@ def ingest_command(
     if out is not None:
         out.write_text(json.dumps(result.as_dict(), indent=2), encoding="utf-8")
         console.print(f"result: {out}")
+
+
+@bench_app.command("load")
+def load_command(
+    clients: Annotated[int, typer.Option(min=1, max=200, help="Concurrent L0 clients.")] = 20,
+    duration: Annotated[float, typer.Option(min=1.0, max=600.0, help="Seconds per phase.")] = 30.0,
+    seed_sessions: Annotated[int, typer.Option(min=1, help="Sessions stored before the idle phase.")] = 40,
+    ingest_sessions: Annotated[int, typer.Option(min=1, help="Sessions ingested during the second phase.")] = 200,
+    seed: Annotated[int, typer.Option()] = 7,
+    out: Annotated[Path | None, typer.Option(help="Write the result as JSON here.")] = None,
+) -> None:
+    """L0 p50/p99 and errors under concurrent clients, idle and while an ingest runs (a real `tiermem up`
+    on loopback); prints the ratio of the two p99s."""
+    from services.cli.benchmarks.load import run_and_print
+
+    run_and_print(
+        out,
+        clients=clients,
+        duration_s=duration,
+        seed_sessions=seed_sessions,
+        ingest_sessions=ingest_sessions,
+        seed=seed,
+    )

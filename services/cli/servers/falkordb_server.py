@@ -7,14 +7,16 @@ when we tried it (DESIGN.md §6)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import NoReturn
 
-from services.cli.servers.net import PortInUseError, ensure_port_free, stop_process_group
+from services.cli.servers.net import PortInUseError, child_setup, ensure_port_free, stop_process_group
 
 LOOPBACK = "127.0.0.1"
 
@@ -127,10 +129,47 @@ class FalkorDBServer:
         os.chmod(config_path, 0o600)
         return config_path
 
+    def exit_code(self) -> int | None:
+        """The exit code once the child has died by itself (None while it runs or was never started)."""
+        return self._process.poll() if self._process is not None else None
+
     def start(self, timeout_s: float = 20.0) -> None:
         """Spawn the server and return once PING with the password answers."""
         if self._process is not None:
             return
+        log_offset = self._spawn()
+        deadline = time.monotonic() + timeout_s
+        while not self._started(log_offset):
+            if time.monotonic() > deadline:
+                self._give_up(timeout_s)
+            time.sleep(0.02)
+
+    async def start_async(self, timeout_s: float = 20.0) -> None:
+        """`start` without blocking the event loop (the supervisor restarts a dead server with it)."""
+        if self._process is not None:
+            return
+        log_offset = self._spawn()
+        deadline = time.monotonic() + timeout_s
+        while not self._started(log_offset):
+            if time.monotonic() > deadline:
+                self._give_up(timeout_s)
+            await asyncio.sleep(0.02)
+
+    def _give_up(self, timeout_s: float) -> None:
+        self.stop()
+        raise TimeoutError(
+            f"FalkorDB did not answer PING on {self.host}:{self.port} within {timeout_s} s; log: {self.log_path}"
+        )
+
+    def _started(self, log_offset: int) -> bool:
+        """True once PING answers; raises if the child exited during start-up."""
+        assert self._process is not None
+        if self._process.poll() is not None:
+            self._fail_start(log_offset)
+        return self._ping()
+
+    def _spawn(self) -> int:
+        """Start the child (files 0600, dies with us); the log offset of this run's lines."""
         ensure_port_free(self.port, "FalkorDB (redis-server)", self.host)
         redis_server, module = find_falkordb_binaries(self.redis_server_path, self.module_path)
         config_path = self._write_config(module)
@@ -145,20 +184,11 @@ class FalkorDBServer:
                 stdout=subprocess.DEVNULL,
                 stderr=stderr_file,
                 start_new_session=True,
+                preexec_fn=child_setup(os.getpid()),
             )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                self._fail_start(log_offset)
-            if self._ping():
-                return
-            time.sleep(0.02)
-        self.stop()
-        raise TimeoutError(
-            f"FalkorDB did not answer PING on {self.host}:{self.port} within {timeout_s} s; log: {self.log_path}"
-        )
+        return log_offset
 
-    def _fail_start(self, log_offset: int) -> None:
+    def _fail_start(self, log_offset: int) -> NoReturn:
         process = self._process
         assert process is not None
         self._process = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -11,7 +12,13 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from services.cli.servers.net import PortInUseError, ensure_port_free, port_answers, stop_process_group
+from services.cli.servers.net import (
+    PortInUseError,
+    child_setup,
+    ensure_port_free,
+    port_answers,
+    stop_process_group,
+)
 
 
 def find_nats_server_binary(configured: Path | None = None) -> Path:
@@ -78,40 +85,71 @@ class NatsServer:
         os.chmod(config_path, 0o600)
         return config_path
 
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "nats-server.log"
+
+    def exit_code(self) -> int | None:
+        """The exit code once the child has died by itself (None while it runs or was never started)."""
+        return self._process.poll() if self._process is not None else None
+
     def start(self, timeout_s: float = 20.0) -> None:
         if self._process is not None:
             return
+        log_offset = self._spawn()
+        deadline = time.monotonic() + timeout_s
+        while not self._started(log_offset):
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"nats-server did not start within {timeout_s} s")
+            time.sleep(0.05)
+
+    async def start_async(self, timeout_s: float = 20.0) -> None:
+        """`start` without blocking the event loop (the supervisor restarts a dead server with it)."""
+        if self._process is not None:
+            return
+        log_offset = self._spawn()
+        deadline = time.monotonic() + timeout_s
+        while not self._started(log_offset):
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"nats-server did not start within {timeout_s} s")
+            await asyncio.sleep(0.05)
+
+    def _spawn(self) -> int:
+        """Start the child; the log offset from which this run's lines start."""
         ensure_port_free(self.port, "nats-server", self.host)
         binary = find_nats_server_binary(self.binary)
         config_path = self._write_config()
-        log_path = self.data_dir / "nats-server.log"
+        log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._process = subprocess.Popen(
-            [str(binary), "-c", str(config_path), "-l", str(log_path)],
+            [str(binary), "-c", str(config_path), "-l", str(self.log_path)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=child_setup(os.getpid()),
         )
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
-                self._process = None
-                if "address already in use" in tail:
-                    raise PortInUseError(f"nats-server cannot use {self.host}:{self.port}: the port is already in use")
-                raise RuntimeError(f"nats-server exited during start-up:\n{tail}")
-            if port_answers(self.port, self.host) and self._jetstream_ready(log_path):
-                return
-            time.sleep(0.05)
-        self.stop()
-        raise TimeoutError(f"nats-server did not start within {timeout_s} s")
+        return log_offset
 
-    @staticmethod
-    def _jetstream_ready(log_path: Path) -> bool:
+    def _started(self, log_offset: int) -> bool:
+        """True once the server answers with JetStream ready; raises if the child exited."""
+        assert self._process is not None
+        if self._process.poll() is not None:
+            tail = self._log_since(log_offset)[-2000:]
+            self._process = None
+            if "address already in use" in tail:
+                raise PortInUseError(f"nats-server cannot use {self.host}:{self.port}: the port is already in use")
+            raise RuntimeError(f"nats-server exited during start-up:\n{tail}")
+        return port_answers(self.port, self.host) and "Server is ready" in self._log_since(log_offset)
+
+    def _log_since(self, offset: int) -> str:
         try:
-            return "Server is ready" in log_path.read_text(errors="replace")
+            with self.log_path.open("rb") as handle:
+                handle.seek(offset)
+                return handle.read().decode("utf-8", "replace")
         except FileNotFoundError:
-            return False
+            return ""
 
     def stop(self, timeout_s: float = 10.0) -> None:
         process = self._process

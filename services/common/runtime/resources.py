@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from services.common.stores.episodes import EpisodeStore
     from services.common.stores.facts import FactStore
     from services.common.stores.graph.repository import GraphRepository
+    from services.common.stores.tombstones import TombstoneStore
     from services.common.stores.vector.port import VectorIndex
 
 
@@ -38,6 +39,7 @@ class Resources:
     _llm: LlmGateway | None = None
     _keywords: KeywordEncoder | None = None
     _nats: NatsClient | None = None
+    _tombstones: TombstoneStore | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def nats(self) -> NatsClient:
@@ -56,6 +58,19 @@ class Resources:
     async def jetstream(self) -> JetStreamContext:
         """A JetStream context on the admin connection."""
         return (await self.nats()).jetstream()
+
+    async def tombstones(self) -> TombstoneStore:
+        """Erasure tombstones and in-flight writer records (one per process: it counts this
+        process's work per user), on the admin connection."""
+        if self._tombstones is None:
+            from services.common.stores.tombstones import TombstoneStore
+
+            js = await self.jetstream()  # takes the lock itself
+            async with self._lock:
+                if self._tombstones is None:
+                    nats = self.settings.nats
+                    self._tombstones = TombstoneStore(js, Subjects(nats.subject_root), replicas=nats.replicas)
+        return self._tombstones
 
     async def vector_index(self) -> VectorIndex:
         if self._vector_index is None:
@@ -157,6 +172,9 @@ class Resources:
         if self._llm is not None:
             await self._llm.aclose()
             self._llm = None
+        if self._tombstones is not None:
+            await self._tombstones.close()
+            self._tombstones = None
         if self._nats is not None:
             await self._nats.close()
             self._nats = None

@@ -30,6 +30,7 @@ from services.common.runtime.broker import (
     provision,
     watch_max_deliveries,
 )
+from services.common.runtime.health import ConsumerHealth, HealthServer
 from services.common.runtime.resources import Resources, ServiceContext
 from services.common.runtime.service import ServiceDefinition, build_context
 from services.common.runtime.settings import TierMemSettings, load_settings
@@ -85,6 +86,7 @@ class ServiceRoot:
         self._http_task: asyncio.Task[None] | None = None
         self._advisories: list[Subscription] = []
         self._broker_connected = False
+        self.health_server: HealthServer | None = None
 
     def consumers(self) -> list[ConsumerSpec]:
         """The durable consumers of the services this root runs."""
@@ -112,10 +114,20 @@ class ServiceRoot:
         if not consumers:
             return
         await provision(await self.resources.jetstream(), self.settings.nats, consumers)
+        await (await self.resources.tombstones()).open()  # erasure tombstones every writer reads (issue 11)
         self._broker_connected = True
         await self.broker.connect()
         dead_letters = DeadLetterWriter(EventPublisher(self.broker), self.subjects)
         self._advisories = await watch_max_deliveries(await self.resources.nats(), consumers, dead_letters)
+        await self._start_health()
+
+    async def _start_health(self) -> None:
+        """The health/metrics port Kubernetes probes (consumers only: the recall API has its own)."""
+        if self.settings.health_port is None:
+            return
+        health = ConsumerHealth(self.broker, self.resources, self.contexts, self.settings.health_timeout_s)
+        self.health_server = HealthServer(health, self.settings.health_host, self.settings.health_port)
+        await self.health_server.start()
 
     async def start_after_broker(self) -> None:
         """What needs the running services: their background tasks, then the HTTP API."""
@@ -164,7 +176,11 @@ class ServiceRoot:
         await self.release()
 
     async def stop_before_broker(self) -> None:
-        """The HTTP API, the background tasks and the watcher (it publishes through the broker)."""
+        """The health port, the HTTP API, the background tasks and the watcher (it publishes through
+        the broker)."""
+        health_server, self.health_server = self.health_server, None
+        if health_server is not None:
+            await health_server.stop()
         await self._stop_http()
         background, self.background = self.background, []
         for task in background:

@@ -27,12 +27,13 @@ class NatsSettings(BaseModel):
     ack_wait_s: float = Field(default=120, description="Seconds before an unacked delivery is redelivered.")
     max_deliver: int = Field(default=5, ge=1, description="Deliveries before a message is dead-lettered.")
     retry_delays_s: list[float] = Field(
-        default_factory=lambda: [1.0, 5.0, 15.0, 60.0],
-        description="Delay before redelivering a message whose handler raised, one per attempt (last repeats).",
-    )
-    timeout_backoff_s: list[float] = Field(
-        default_factory=lambda: [120.0, 300.0, 600.0],
-        description="Consumer backoff: redelivery delays after an unacked delivery times out (crashed worker).",
+        default_factory=lambda: [2.0, 10.0, 60.0, 300.0],
+        description=(
+            "The one retry schedule: delay before redelivering a message whose handler raised, one per "
+            "redelivery (the last repeats). With max_deliver=5 a failing message is retried for 372 s, then "
+            "dead-lettered (`tiermem dlq replay` brings it back). A crashed or hung worker's message is "
+            "redelivered after ack_wait_s instead."
+        ),
     )
     fetch_batch: int = Field(
         default=1,
@@ -94,8 +95,9 @@ class TelemetrySettings(BaseModel):
 class TierMemSettings(BaseSettings):
     """Settings of one tiermem process."""
 
+    # An empty variable means unset (compose's `${VAR:-}`, a Secret key left empty), never "".
     model_config = SettingsConfigDict(
-        env_prefix="TIERMEM_", env_nested_delimiter="__", extra="ignore", validate_default=True
+        env_prefix="TIERMEM_", env_nested_delimiter="__", extra="ignore", validate_default=True, env_ignore_empty=True
     )
 
     data_dir: Path = Field(default=Path(".tiermem"), description="Embedded stack data and address file.")
@@ -109,6 +111,11 @@ class TierMemSettings(BaseSettings):
     episode_ttl_days: float = Field(default=365, description="Episodes expire this long after the session.")
     http_host: str = "127.0.0.1"
     http_port: int = 8080
+    health_host: str = Field(default="127.0.0.1", description="Bind address of a consumer's health/metrics port.")
+    health_port: int | None = Field(
+        default=None, description="Consumer health/metrics port (/healthz, /readyz, /metrics); unset = off."
+    )
+    health_timeout_s: float = Field(default=5.0, gt=0, description="Per-dependency timeout of a consumer's /readyz.")
     api_keys: dict[str, str] = Field(default_factory=dict, description="API key → tenant id for the recall API.")
 
 
@@ -132,15 +139,26 @@ class StackFileSource(PydanticBaseSettingsSource):
     """Lowest-priority source: the addresses a running `tiermem up` recorded in its data dir, so
     other commands find the embedded stack without any configuration."""
 
-    def __init__(self, settings_cls: type[BaseSettings], data_dir: Path) -> None:
+    def __init__(
+        self,
+        settings_cls: type[BaseSettings],
+        data_dir: Path,
+        higher: tuple[PydanticBaseSettingsSource, ...] = (),
+    ) -> None:
         super().__init__(settings_cls)
         self._data_dir = data_dir
+        self._higher = higher
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return read_stack_file(self._data_dir) or {}
+        recorded = read_stack_file(self._data_dir) or {}
+        # Sources are deep-merged, so an explicit TIERMEM_API_KEYS would be merged with the dev key
+        # `tiermem up` recorded, and that key could never be revoked: an explicit setting replaces it.
+        if "api_keys" in recorded and any("api_keys" in source() for source in self._higher):
+            del recorded["api_keys"]
+        return recorded
 
 
 def load_settings(data_dir: Path | None = None, **overrides: Any) -> TierMemSettings:
@@ -158,7 +176,8 @@ def load_settings(data_dir: Path | None = None, **overrides: Any) -> TierMemSett
             dotenv_settings: PydanticBaseSettingsSource,
             file_secret_settings: PydanticBaseSettingsSource,
         ) -> tuple[PydanticBaseSettingsSource, ...]:
-            return (init_settings, env_settings, file_secret_settings, StackFileSource(settings_cls, resolved))
+            higher = (init_settings, env_settings, file_secret_settings)
+            return (*higher, StackFileSource(settings_cls, resolved, higher))
 
     loaded = _WithStackFile(data_dir=resolved, **overrides)
     return TierMemSettings.model_validate(loaded.model_dump())

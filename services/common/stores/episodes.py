@@ -5,6 +5,10 @@ This module is the only place that knows the point layout. The payload keys are 
 episodic summarizer has always written, so points written before this module existed read back;
 a point missing a field added later reads with that field's default, and a point that cannot be
 read at all is skipped with a log line (one bad point must not take recall down).
+
+`stored_at_ts` is when the episode was first written (kept on a rewrite): the never-recalled pruning
+rule counts from it, not from the session's date, so importing old conversations does not make them
+prunable at the next pass. Points written before it existed read it as None.
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ class Episode:
     passage_count: int = 0
     recall_count: int = 0
     last_recalled_at_ts: float | None = None
+    stored_at_ts: float | None = None
     usage: ModelUsage = field(default_factory=ModelUsage)
 
     @property
@@ -158,6 +163,15 @@ class PointTimes:
     occurred_at_ts: float | None = None
     expires_at_ts: float | None = None
     last_recalled_at_ts: float | None = None
+    stored_at_ts: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodePage:
+    """One page of the owner's episodes in point-id order; `next_id` starts the next page (None: the end)."""
+
+    episodes: list[Episode]
+    next_id: str | None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -196,6 +210,7 @@ def episode_payload(episode: Episode) -> dict[str, Any]:
         "passage_count": episode.passage_count,
         "recall_count": episode.recall_count,
         "last_recalled_at_ts": episode.last_recalled_at_ts,
+        "stored_at_ts": episode.stored_at_ts,
         "model": episode.usage.model,
         "prompt_tokens": episode.usage.prompt_tokens,
         "completion_tokens": episode.usage.completion_tokens,
@@ -266,6 +281,7 @@ def _read_context(point_id: str, payload: Mapping[str, Any]) -> dict[str, Any]:
 def _read_episode(point_id: str, payload: Mapping[str, Any]) -> Episode:
     summary = _read_str(payload, "summary", "")
     last_recalled = payload.get("last_recalled_at_ts")
+    stored_at = payload.get("stored_at_ts")
     source_event_id = payload.get("source_event_id")
     raw_stream = payload.get("raw_stream")
     return Episode(
@@ -279,6 +295,7 @@ def _read_episode(point_id: str, payload: Mapping[str, Any]) -> Episode:
         passage_count=_read_int(payload, "passage_count") or 0,
         recall_count=_read_int(payload, "recall_count") or 0,
         last_recalled_at_ts=float(last_recalled) if isinstance(last_recalled, int | float) else None,
+        stored_at_ts=float(stored_at) if isinstance(stored_at, int | float) else None,
         usage=ModelUsage(
             model=_read_str(payload, "model", ""),
             prompt_tokens=_read_int(payload, "prompt_tokens") or 0,
@@ -310,6 +327,7 @@ def read_point_times(point_id: str, payload: Mapping[str, Any]) -> PointTimes:
         occurred_at_ts=epoch_field(payload, "occurred_at_ts"),
         expires_at_ts=epoch_field(payload, "expires_at_ts"),
         last_recalled_at_ts=epoch_field(payload, "last_recalled_at_ts"),
+        stored_at_ts=epoch_field(payload, "stored_at_ts"),
     )
 
 
@@ -347,14 +365,21 @@ class EpisodeStore:
         Idempotent: a replay rewrites the same points, keeps what recall recorded on the stored
         episode, and removes passages the new version no longer has (a session re-sent with fewer
         turns). Passages are written before the episode, so a crash in between leaves no episode
-        pointing at missing passages."""
+        pointing at missing passages. The first write stamps `stored_at_ts`; a rewrite keeps it."""
         strangers = [p.index for p in passages if p.episode_id != episode.episode_id]
         if strangers:
             raise ValueError(f"passages {strangers} belong to another episode than {episode.episode_id}")
         stored = await self.get(owner, [episode.episode_id])
         if stored:
             kept = stored[0]
-            episode = replace(episode, recall_count=kept.recall_count, last_recalled_at_ts=kept.last_recalled_at_ts)
+            episode = replace(
+                episode,
+                recall_count=kept.recall_count,
+                last_recalled_at_ts=kept.last_recalled_at_ts,
+                stored_at_ts=kept.stored_at_ts or episode.stored_at_ts,
+            )
+        if episode.stored_at_ts is None:
+            episode = replace(episode, stored_at_ts=datetime.now(UTC).timestamp())
         episode = replace(episode, passage_count=len(passages))
         texts = [episode.summary, *(p.text for p in passages)]
         vectors = await self._embedder.embed_passages(texts)
@@ -390,6 +415,17 @@ class EpisodeStore:
         """The owner's episodes matching the filter (ids, channels, time windows...), up to `limit`."""
         records = await self._index.scroll(EPISODES, owner, search_filter, limit)
         return [e for r in records if (e := _episode_or_none(r.id, r.payload)) is not None]
+
+    async def page(
+        self, owner: Owner, search_filter: SearchFilter | None = None, *, limit: int, start_id: str | None = None
+    ) -> EpisodePage:
+        """Up to `limit` of the owner's episodes in point-id order from `start_id` (inclusive). The
+        order is stable while episodes are added or removed: paging never repeats or skips one that
+        exists throughout (an unreadable point is skipped, but still moves the cursor on)."""
+        records = await self._index.scroll(EPISODES, owner, search_filter, limit + 1, start_id=start_id)
+        next_id = records[limit].id if len(records) > limit else None
+        episodes = [e for r in records[:limit] if (e := _episode_or_none(r.id, r.payload)) is not None]
+        return EpisodePage(episodes=episodes, next_id=next_id)
 
     async def passages(self, owner: Owner, episode_id: str) -> list[Passage]:
         """The episode's passages in order."""

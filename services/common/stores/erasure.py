@@ -90,11 +90,28 @@ async def delete_message(js: JetStreamContext, stream: str, sequence: int) -> bo
         return False
 
 
-async def purge_subject(js: JetStreamContext, stream: str, subject_filter: str) -> int:
-    """Remove every message matching the filter; returns how many there were."""
-    count = sum((await subject_counts(js, stream, subject_filter)).values())
-    if count:
+async def purge_subject(js: JetStreamContext, stream: str, subject_filter: str, *, upto_seq: int | None = None) -> int:
+    """Remove every message matching the filter (only those at or below `upto_seq` when given);
+    returns how many there were."""
+    before = sum((await subject_counts(js, stream, subject_filter)).values())
+    if not before:
+        return 0
+    if upto_seq is None:
         await js.purge_stream(stream, subject=subject_filter)
+        return before
+    if upto_seq < 1:
+        return 0
+    await js.purge_stream(stream, subject=subject_filter, seq=upto_seq + 1)  # purges below `seq`
+    return before - sum((await subject_counts(js, stream, subject_filter)).values())
+
+
+async def count_messages_upto(js: JetStreamContext, stream: str, subject_filter: str, upto_seq: int) -> int:
+    """Messages matching the filter at or below `upto_seq`."""
+    count = 0
+    async for message in stream_messages(js, stream, subject_filter):
+        if message.seq is None or message.seq > upto_seq:
+            break
+        count += 1
     return count
 
 
@@ -142,14 +159,18 @@ async def audit_user(
     js: JetStreamContext,
     subjects: Subjects,
     owner: Owner,
+    session_cut: int | None = None,
 ) -> AuditReport:
     """Count what is left of `owner` in the vector collections, the graph, the session stream, the
-    derived stream and the dead-letter stream."""
+    derived stream and the dead-letter stream. With `session_cut`, raw sessions above it (published
+    after an erasure started: the user came back) are not counted."""
     vectors = {collection: await index.count(collection, owner) for collection in VECTOR_COLLECTIONS}
     graph_counts = await graph.count(owner)
-    sessions = await subject_counts(
-        js, subjects.session_stream, subjects.session_completed(owner.tenant_id, owner.user_id)
-    )
+    session_subject = subjects.session_completed(owner.tenant_id, owner.user_id)
+    if session_cut is None:
+        session_messages = sum((await subject_counts(js, subjects.session_stream, session_subject)).values())
+    else:
+        session_messages = await count_messages_upto(js, subjects.session_stream, session_subject, session_cut)
     derived: dict[str, int] = {}
     erasure_records = 0
     for subject, count in (
@@ -168,7 +189,7 @@ async def audit_user(
         user_id=owner.user_id,
         vectors=vectors,
         graph=graph_counts,
-        session_messages=sum(sessions.values()),
+        session_messages=session_messages,
         derived_events=derived,
         dead_letters=sum(dead.values()),
         erasure_records=erasure_records,

@@ -17,7 +17,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from services.common.domain.facts import Fact, FactCandidate, FactWritePlan, normalise_subject, plan_fact_write
+from services.common.domain.facts import (
+    Fact,
+    FactCandidate,
+    FactWritePlan,
+    normalise_attribute,
+    normalise_subject,
+    plan_fact_write,
+)
 from services.common.domain.owner import Owner
 from services.common.gateways.embedder import Embedder
 from services.common.gateways.keywords import KeywordEncoder
@@ -73,6 +80,14 @@ class FactHit:
 class FactWriteResult:
     plan: FactWritePlan
     written: list[Fact]
+
+
+@dataclass(frozen=True, slots=True)
+class FactPage:
+    """One page of the owner's facts in point-id order; `next_id` starts the next page (None: the end)."""
+
+    facts: list[StoredFact]
+    next_id: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +297,62 @@ class FactStore:
         """The owner's facts matching the filter (status, scopes, channels, ids...), up to `limit`."""
         records = await self._index.scroll(FACTS, owner, search_filter, limit)
         return [s for r in records if (s := read_stored_fact(r.id, r.payload)) is not None]
+
+    async def page(
+        self, owner: Owner, search_filter: SearchFilter | None = None, *, limit: int, start_id: str | None = None
+    ) -> FactPage:
+        """Up to `limit` of the owner's facts in point-id order from `start_id` (inclusive): a stable
+        order to page through while facts are written (see `EpisodeStore.page`)."""
+        records = await self._index.scroll(FACTS, owner, search_filter, limit + 1, start_id=start_id)
+        next_id = records[limit].id if len(records) > limit else None
+        facts = [s for r in records[:limit] if (s := read_stored_fact(r.id, r.payload)) is not None]
+        return FactPage(facts=facts, next_id=next_id)
+
+    async def history(self, owner: Owner, fact_id: str) -> list[StoredFact]:
+        """Every version of the fact's (scope, subject, attribute), oldest first by `valid_from`:
+        the values it had, each with its validity, successor and provenance. Empty when the owner
+        has no such fact."""
+        found = await self.get(owner, [fact_id])
+        if not found:
+            return []
+        fact = found[0].fact
+        attribute = normalise_attribute(fact.attribute)
+        versions = [
+            stored
+            for stored in await self.existing(owner, fact.subject)
+            if stored.fact.scope == fact.scope and normalise_attribute(stored.fact.attribute) == attribute
+        ]
+        return sorted(versions, key=lambda s: (s.fact.valid_from, s.fact.created_at, s.fact_id))
+
+    async def correct(
+        self,
+        owner: Owner,
+        fact_id: str,
+        correction: FactCandidate,
+        *,
+        channel: str,
+        now: datetime,
+        confirm_threshold: int = 2,
+    ) -> FactWriteResult | None:
+        """A user's correction of a stored fact, through the write policy: the corrected value is
+        written as a new observation, and the old version is superseded (valid_to, superseded_by),
+        never overwritten, also where the policy alone would keep both (a multi-valued attribute).
+        None when the owner has no such fact."""
+        found = await self.get(owner, [fact_id])
+        if not found:
+            return None
+        result = await self.write(owner, correction, channel=channel, now=now, confirm_threshold=confirm_threshold)
+        new_id = result.plan.fact_id
+        if new_id is None or new_id == fact_id:
+            return result
+        old = (await self.get(owner, [fact_id]) or found)[0]
+        if old.fact.is_current:
+            ended = old.fact.model_copy(
+                update={"valid_to": now, "superseded_by": new_id, "status": "superseded", "updated_at": now}
+            )
+            await self.rewrite(owner, StoredFact(ended, old.channels, old.recall_count, old.last_recalled_at_ts))
+            result = FactWriteResult(plan=result.plan, written=[*result.written, ended])
+        return result
 
     async def search(
         self,

@@ -34,13 +34,15 @@ WITH n, episodes, NOT any(e IN episodes WHERE e IN $keep_episode_ids) AS drop_us
 WITH n, episodes,
   CASE WHEN drop_user THEN [u IN n.user_ids WHERE u <> $user_id] ELSE n.user_ids END AS users,
   CASE WHEN drop_user THEN [s IN n.alias_sources WHERE NOT s STARTS WITH $source_prefix]
-       ELSE n.alias_sources END AS sources
-WITH n, episodes, users, sources, [s IN sources | split(s, ':')] AS parts
-WITH n, episodes, users, sources,
+       ELSE n.alias_sources END AS sources,
+  CASE WHEN drop_user THEN [s IN coalesce(n.group_sources, []) WHERE NOT s STARTS WITH $source_prefix]
+       ELSE coalesce(n.group_sources, []) END AS group_sources
+WITH n, episodes, users, sources, group_sources, [s IN sources | split(s, ':')] AS parts
+WITH n, episodes, users, sources, group_sources,
   [i IN range(0, size(sources) - 1) |
      substring(sources[i], size(parts[i][0]) + size(parts[i][1]) + 2)] AS source_aliases,
   [p IN parts | p[1]] AS source_norms
-WITH n, episodes, users, sources, source_norms,
+WITH n, episodes, users, sources, group_sources, source_norms,
   """
         + distinct("source_aliases")
         + """ AS aliases,
@@ -49,7 +51,7 @@ WITH n, episodes, users, sources, source_norms,
         + """ AS norms,
   (size(source_aliases) = 0 OR n.name IN source_aliases) AS keep_name
 SET n.episode_ids = episodes, n.user_ids = users, n.alias_sources = sources, n.aliases = aliases,
-  n.alias_norms = norms,
+  n.alias_norms = norms, n.group_sources = group_sources,
   n.name = CASE WHEN keep_name THEN n.name ELSE head(aliases) END,
   n.name_norm = CASE WHEN keep_name THEN n.name_norm ELSE head(source_norms) END,
   n.updated_at_ts = $now

@@ -4,11 +4,13 @@ records the repository returns. The Cypher lives in `write_queries`, `read_queri
 
 Model
 - `(:Entity {key, tenant_id, scope, name, name_norm, entity_type, aliases, alias_norms, alias_sources,
-  user_ids, episode_ids, merged_keys, canonical, created_at_ts, updated_at_ts})`. The key is a uuid5 of
+  group_sources, user_ids, episode_ids, merged_keys, canonical, created_at_ts, updated_at_ts})`. The key is a uuid5 of
   (tenant, owner part, normalised name): the owner part is "user:<id>" for personal entities and the
   scope for team/org entities, which all users of the tenant share. `user_ids` says which users
   contributed; `alias_sources` holds "<user_id>:<alias_norm>:<alias>" so erasing a user removes the
   surface forms only that user contributed (`aliases` and `alias_norms` are derived from it).
+  `group_sources` holds "<user_id>:<alias_norm>" for every surface form (name or alias) seen in a
+  *group-channel* session; a form absent from it was learned only in private sessions.
   `merged_keys` lists the keys folded into this node, so a later upsert of a merged name lands here
   instead of re-creating the duplicate.
 - `(:Episode {key: episode_id, tenant_id, user_id, session_id, occurred_at_ts})-[:MENTIONS]->(:Entity)`.
@@ -24,6 +26,13 @@ Times are epoch-second floats (`*_ts`): `datetime()` does not exist in FalkorDB.
 Visibility: an owner sees personal nodes they contributed to and every team/org node of their tenant;
 never another tenant's, never another user's personal nodes. Edges are visible when they are in the
 tenant, are not another user's personal edge, and both endpoints are visible.
+
+Channels (issue 11): in a group channel only surface forms in `group_sources` exist — a name or alias
+learned in a private session is neither shown nor matched there (`channel_view`, `matches_text`); an
+entity with no group form is not visible at all. Visibility classes are never mixed by dedup: two
+nodes are merged only when they have the same scope, the same contributing users and the same channel
+class (seen in a group session or private only), so a merge cannot carry one user's or one private
+session's surface forms onto a node another user or a group channel sees.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from __future__ import annotations
 import unicodedata
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from contracts.events import Scope
@@ -101,6 +110,11 @@ def alias_source(user_id: str, alias: str) -> str:
     # user ids and normalised names contain no ':' (normalisation drops punctuation), so both splits
     # are unambiguous even when the alias itself contains ':'.
     return f"{user_id}:{normalise_entity_name(alias)}:{alias}"
+
+
+def group_source(user_id: str, alias: str) -> str:
+    """The `group_sources` entry recording that `user_id` used `alias` in a group-channel session."""
+    return f"{user_id}:{normalise_entity_name(alias)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +202,34 @@ class EntityRecord:
     merged_keys: tuple[str, ...]
     created_at_ts: float | None
     updated_at_ts: float | None
+    group_norms: tuple[str, ...] = ()
+    """Normalised surface forms seen in a group-channel session (see the module docstring)."""
+
+    @property
+    def channel_class(self) -> Literal["group", "private"]:
+        """ "group" once any of its forms was seen in a group session, else "private"."""
+        return "group" if self.group_norms else "private"
+
+
+def channel_view(record: EntityRecord, channel: str) -> EntityRecord | None:
+    """The entity as `channel` may see it. Private: unchanged. Group: only the forms seen in a
+    group session (the name becomes one of them if it was private); None when it has none."""
+    if channel != "group":
+        return record
+    group = set(record.group_norms)
+    aliases = tuple(alias for alias in record.aliases if normalise_entity_name(alias) in group)
+    if record.name_norm in group:
+        return replace(record, aliases=aliases)
+    if not aliases:
+        return None
+    return replace(record, name=aliases[0], name_norm=normalise_entity_name(aliases[0]), aliases=aliases)
+
+
+def matches_text(record: EntityRecord, text: str) -> bool:
+    """Whether the (channel-viewed) entity's name or an alias contains the normalised `text`, as
+    the graph search matches: a group search must not match a form only a private session taught."""
+    norm = normalise_entity_name(text)
+    return bool(norm) and any(norm in form for form in (record.name_norm, *map(normalise_entity_name, record.aliases)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +297,7 @@ def entity_record(node: Mapping[str, Any]) -> EntityRecord:
         merged_keys=_strings(node.get("merged_keys")),
         created_at_ts=_float_or_none(node.get("created_at_ts")),
         updated_at_ts=_float_or_none(node.get("updated_at_ts")),
+        group_norms=tuple(dict.fromkeys(source.split(":", 1)[1] for source in _strings(node.get("group_sources")))),
     )
 
 

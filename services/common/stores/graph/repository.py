@@ -21,7 +21,9 @@ from services.common.stores.graph.model import RelationInput as RelationInput
 from services.common.stores.graph.model import RelationNotFoundError as RelationNotFoundError
 from services.common.stores.graph.model import RelationRecord as RelationRecord
 from services.common.stores.graph.model import RelationUpsertResult as RelationUpsertResult
+from services.common.stores.graph.model import channel_view as channel_view
 from services.common.stores.graph.model import entity_key as entity_key
+from services.common.stores.graph.model import matches_text as matches_text
 from services.common.stores.graph.model import normalise_entity_name as normalise_entity_name
 from services.common.stores.graph.model import normalise_relation_type as normalise_relation_type
 from services.common.stores.graph.reads import GraphReads

@@ -27,20 +27,23 @@ OPTIONAL MATCH (existing:Entity {{key: target_key}})
 WITH {ep}row, target_key, existing IS NOT NULL AS existed
 MERGE (n:Entity {{key: target_key}})
 ON CREATE SET n.tenant_id = $tenant_id, n.scope = $scope, n.name = row.name, n.name_norm = row.name_norm,
-  n.entity_type = row.entity_type, n.aliases = [], n.alias_norms = [], n.alias_sources = [], n.user_ids = [],
+  n.entity_type = row.entity_type, n.aliases = [], n.alias_norms = [], n.alias_sources = [], n.group_sources = [],
+  n.user_ids = [],
   n.episode_ids = [], n.merged_keys = [], n.canonical = true, n.created_at_ts = $now, n.updated_at_ts = $now
 WITH {ep}row, n, existed,
   [s IN row.alias_sources WHERE NOT s IN n.alias_sources] AS new_sources,
   [a IN row.aliases WHERE NOT a IN n.aliases] AS new_aliases,
   [a IN row.alias_norms WHERE NOT a IN n.alias_norms] AS new_norms,
+  [s IN row.group_sources WHERE NOT s IN coalesce(n.group_sources, [])] AS new_group,
   CASE WHEN $user_id IN n.user_ids THEN [] ELSE [$user_id] END AS new_users,
   CASE WHEN $episode_id IS NULL OR $episode_id IN n.episode_ids THEN [] ELSE [$episode_id] END AS new_episodes,
   CASE WHEN n.entity_type = '{DEFAULT_ENTITY_TYPE}' AND row.entity_type <> '{DEFAULT_ENTITY_TYPE}'
        THEN row.entity_type ELSE n.entity_type END AS entity_type
-WITH {ep}row, n, existed, new_sources, new_aliases, new_norms, new_users, new_episodes, entity_type,
-  (size(new_sources) + size(new_aliases) + size(new_norms) + size(new_users) + size(new_episodes) > 0
-   OR entity_type <> n.entity_type) AS changed
+WITH {ep}row, n, existed, new_sources, new_aliases, new_norms, new_group, new_users, new_episodes, entity_type,
+  (size(new_sources) + size(new_aliases) + size(new_norms) + size(new_group) + size(new_users)
+   + size(new_episodes) > 0 OR entity_type <> n.entity_type) AS changed
 SET n.alias_sources = n.alias_sources + new_sources, n.aliases = n.aliases + new_aliases,
+  n.group_sources = coalesce(n.group_sources, []) + new_group,
   n.alias_norms = n.alias_norms + new_norms, n.user_ids = n.user_ids + new_users,
   n.episode_ids = n.episode_ids + new_episodes, n.entity_type = entity_type,
   n.updated_at_ts = CASE WHEN changed THEN $now ELSE n.updated_at_ts END
@@ -157,6 +160,7 @@ CALL {{
   RETURN count(m) AS mentions_moved
 }}
 SET c.alias_sources = {union("c.alias_sources", concat_lists("ds", "alias_sources"))},
+  c.group_sources = {union("coalesce(c.group_sources, [])", concat_lists("ds", "group_sources"))},
   c.aliases = {union("c.aliases", concat_lists("ds", "aliases"))},
   c.alias_norms = {union("c.alias_norms", concat_lists("ds", "alias_norms"))},
   c.user_ids = {union("c.user_ids", concat_lists("ds", "user_ids"))},

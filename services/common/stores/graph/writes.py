@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contracts.events import Scope
+from contracts.events import Channel, Scope
 from services.common.domain.owner import Owner
 from services.common.stores.graph.model import (
     DEFAULT_ENTITY_TYPE,
@@ -23,6 +23,7 @@ from services.common.stores.graph.model import (
     check_scope,
     entity_key,
     entity_record,
+    group_source,
     normalise_entity_name,
     normalise_relation_type,
 )
@@ -35,9 +36,12 @@ from services.common.stores.graph.write_queries import (
 )
 
 
-def _entity_rows(owner: Owner, scope: Scope, entities: Sequence[EntityInput]) -> dict[str, dict[str, Any]]:
+def _entity_rows(
+    owner: Owner, scope: Scope, entities: Sequence[EntityInput], channel: Channel
+) -> dict[str, dict[str, Any]]:
     """One `$rows` entry per entity key, in order of first appearance: inputs that normalise alike
-    are folded together (aliases unioned, the first specific type wins over the default)."""
+    are folded together (aliases unioned, the first specific type wins over the default). Surface
+    forms seen in a group session are recorded in `group_sources` (see `model`)."""
     rows: dict[str, dict[str, Any]] = {}
     for entity in entities:
         name = entity.name.strip()
@@ -54,6 +58,7 @@ def _entity_rows(owner: Owner, scope: Scope, entities: Sequence[EntityInput]) ->
                 "aliases": [],
                 "alias_norms": [],
                 "alias_sources": [],
+                "group_sources": [],
             }
             rows[key] = row
         elif row["entity_type"] == DEFAULT_ENTITY_TYPE:
@@ -68,6 +73,9 @@ def _entity_rows(owner: Owner, scope: Scope, entities: Sequence[EntityInput]) ->
                 row["alias_sources"].append(alias_source(owner.user_id, alias))
             if alias_norm not in row["alias_norms"]:
                 row["alias_norms"].append(alias_norm)
+            source = group_source(owner.user_id, alias)
+            if channel == "group" and source not in row["group_sources"]:
+                row["group_sources"].append(source)
     return rows
 
 
@@ -105,13 +113,20 @@ class GraphWrites(GraphRepositoryBase):
     """The writing half of `GraphRepository`."""
 
     async def upsert_entities(
-        self, owner: Owner, scope: Scope, entities: Sequence[EntityInput], episode: EpisodeRef | None = None
+        self,
+        owner: Owner,
+        scope: Scope,
+        entities: Sequence[EntityInput],
+        episode: EpisodeRef | None = None,
+        *,
+        channel: Channel = "private",
     ) -> EntityUpserts:
         """Create or extend one node per distinct normalised name (inputs that normalise alike are
         folded together). Results come in the order of first appearance, with each input name's live
-        key; `changed` is False on a replay, so callers publish EntityUpserted only for real changes."""
+        key; `changed` is False on a replay, so callers publish EntityUpserted only for real changes.
+        `channel` is the session's: only names from a group session are visible in group channels."""
         check_scope(scope)
-        rows = _entity_rows(owner, scope, entities)
+        rows = _entity_rows(owner, scope, entities, channel)
         if not rows:
             return EntityUpserts([], {})
         params = self._params(owner, scope=scope, rows=list(rows.values()), **self._episode_params(episode))

@@ -325,6 +325,8 @@ class EdgeVectorIndex:
         owner: Owner,
         search_filter: port.SearchFilter | None = None,
         limit: int = 1000,
+        *,
+        start_id: str | None = None,
     ) -> list[port.StoredRecord]:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
@@ -333,7 +335,12 @@ class EdgeVectorIndex:
         if conditions.matches_nothing:
             return []
         records, _ = opened.shard.scroll(
-            qe.ScrollRequest(limit=limit, filter=_edge_filter(conditions), with_payload=True)
+            qe.ScrollRequest(
+                offset=None if start_id is None else point_id(start_id),
+                limit=limit,
+                filter=_edge_filter(conditions),
+                with_payload=True,
+            )
         )
         return [port.StoredRecord(id=str(record.id), payload=record.payload or {}) for record in records]
 

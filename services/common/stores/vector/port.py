@@ -90,8 +90,17 @@ class VectorIndex(Protocol):
     async def get(self, collection: str, owner: Owner, ids: Sequence[str]) -> list[StoredRecord]: ...
 
     async def scroll(
-        self, collection: str, owner: Owner, search_filter: SearchFilter | None = None, limit: int = 1000
-    ) -> list[StoredRecord]: ...
+        self,
+        collection: str,
+        owner: Owner,
+        search_filter: SearchFilter | None = None,
+        limit: int = 1000,
+        *,
+        start_id: str | None = None,
+    ) -> list[StoredRecord]:
+        """The owner's points in point-id order, from `start_id` (inclusive) when given: a stable
+        order to page through with a cursor."""
+        ...
 
     async def set_payload(
         self, collection: str, owner: Owner, ids: Sequence[str], payload: Mapping[str, Any]

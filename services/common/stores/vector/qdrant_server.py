@@ -259,6 +259,8 @@ class QdrantServerVectorIndex:
         owner: Owner,
         search_filter: port.SearchFilter | None = None,
         limit: int = 1000,
+        *,
+        start_id: str | None = None,
     ) -> list[port.StoredRecord]:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
@@ -266,7 +268,11 @@ class QdrantServerVectorIndex:
         if conditions.matches_nothing:
             return []
         records, _ = await self._client.scroll(
-            collection, scroll_filter=_server_filter(conditions), limit=limit, with_payload=True
+            collection,
+            scroll_filter=_server_filter(conditions),
+            limit=limit,
+            with_payload=True,
+            offset=None if start_id is None else point_id(start_id),
         )
         return [port.StoredRecord(id=str(record.id), payload=record.payload or {}) for record in records]
 

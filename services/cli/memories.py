@@ -1,0 +1,145 @@
+"""`tiermem memories list|get|history|forget|correct` and `tiermem sessions add FILE...`: thin
+clients of the recall HTTP API's memory-management endpoints (the same auth and rules as every
+other client)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from services.cli.ingest import load_sessions
+from services.cli.recall import ApiKey, BaseUrl, DataDir, UserId, _call, _client, _data_dir, _print, err_console
+from services.common.runtime.settings import load_settings
+
+memories_app = typer.Typer(help="List, read, correct and forget what is remembered (over the recall API).")
+sessions_app = typer.Typer(help="Add conversations over the recall API.")
+
+_BATCH_ITEMS = 100
+_BATCH_BYTES = 4_000_000  # well under the API's default body limit
+
+
+@memories_app.command("list")
+def list_memories(
+    user: UserId,
+    kind: Annotated[str, typer.Option(help="episode | fact | all")] = "all",
+    limit: Annotated[int, typer.Option(min=1, max=500, help="Items per page.")] = 50,
+    cursor: Annotated[str | None, typer.Option(help="next_cursor of the previous page.")] = None,
+    status: Annotated[str | None, typer.Option(help="Facts only: tentative | confirmed | superseded.")] = None,
+    all_pages: Annotated[bool, typer.Option("--all", help="Follow the cursor to the end.")] = False,
+    data_dir: DataDir = None,
+    api_key: ApiKey = None,
+    url: BaseUrl = None,
+) -> None:
+    """One page of memories (episodes, then facts, in a stable order), or every page with --all."""
+    params: dict[str, Any] = {"user_id": user, "kind": kind, "limit": limit}
+    if status:
+        params["status"] = status
+    items: list[Any] = []
+    with _client(data_dir, api_key, url) as client:
+        while True:
+            page = _call(client, "GET", "/v1/memories", params={**params, **({"cursor": cursor} if cursor else {})})
+            items += page["items"]
+            cursor = page["next_cursor"]
+            if not all_pages or cursor is None:
+                break
+    _print({"items": items, "next_cursor": cursor})
+
+
+@memories_app.command("get")
+def get_fact(
+    fact_id: Annotated[str, typer.Argument()],
+    user: UserId,
+    data_dir: DataDir = None,
+    api_key: ApiKey = None,
+    url: BaseUrl = None,
+) -> None:
+    """One fact with its status and validity."""
+    with _client(data_dir, api_key, url) as client:
+        _print(_call(client, "GET", f"/v1/facts/{fact_id}", params={"user_id": user}))
+
+
+@memories_app.command("history")
+def history(
+    fact_id: Annotated[str, typer.Argument()],
+    user: UserId,
+    data_dir: DataDir = None,
+    api_key: ApiKey = None,
+    url: BaseUrl = None,
+) -> None:
+    """Every version of a fact, oldest first, with validity and provenance."""
+    with _client(data_dir, api_key, url) as client:
+        _print(_call(client, "GET", f"/v1/facts/{fact_id}/history", params={"user_id": user}))
+
+
+@memories_app.command("forget")
+def forget(
+    memory_id: Annotated[str, typer.Argument(help="Fact or episode id.")],
+    user: UserId,
+    data_dir: DataDir = None,
+    api_key: ApiKey = None,
+    url: BaseUrl = None,
+) -> None:
+    """Forget one fact or episode everywhere (carried out by the pruner; prints where to follow it)."""
+    with _client(data_dir, api_key, url) as client:
+        _print(_call(client, "DELETE", f"/v1/memories/{memory_id}", params={"user_id": user}))
+
+
+@memories_app.command("correct")
+def correct(
+    fact_id: Annotated[str, typer.Argument()],
+    value: Annotated[str, typer.Argument(help="The corrected value.")],
+    text: Annotated[str, typer.Argument(help="The corrected fact as one sentence.")],
+    user: UserId,
+    data_dir: DataDir = None,
+    api_key: ApiKey = None,
+    url: BaseUrl = None,
+) -> None:
+    """Correct a fact: the new value becomes current, the old one is kept as superseded history."""
+    body = {"user_id": user, "value": value, "text": text}
+    with _client(data_dir, api_key, url) as client:
+        _print(_call(client, "POST", f"/v1/facts/{fact_id}/corrections", json=body))
+
+
+def _batches(records: list[dict[str, Any]], sizes: list[int]) -> list[list[dict[str, Any]]]:
+    batches: list[list[dict[str, Any]]] = [[]]
+    used = 0
+    for record, size in zip(records, sizes, strict=True):
+        if batches[-1] and (len(batches[-1]) >= _BATCH_ITEMS or used + size > _BATCH_BYTES):
+            batches.append([])
+            used = 0
+        batches[-1].append(record)
+        used += size
+    return [batch for batch in batches if batch]
+
+
+@sessions_app.command("add")
+def add_sessions(
+    paths: Annotated[list[Path], typer.Argument(help=".json (object or list) or .jsonl files of SessionCompleted.")],
+    data_dir: DataDir = None,
+    api_key: ApiKey = None,
+    url: BaseUrl = None,
+) -> None:
+    """Validate locally with the ingest limits, then post over HTTP (`POST /v1/sessions:batch`).
+    Exit code 1 when any record was rejected (here or by the server)."""
+    loaded = load_sessions(paths, load_settings(_data_dir(data_dir)).limits)
+    for rejected in loaded.rejected:
+        err_console.print(f"[red]rejected[/] {rejected}")
+    records = [event.model_dump(mode="json") for _path, _line, event in loaded.valid]
+    sizes = [len(event.model_dump_json()) for _path, _line, event in loaded.valid]
+    accepted = duplicates = refused = 0
+    with _client(data_dir, api_key, url) as client:
+        for batch in _batches(records, sizes):
+            result = _call(client, "POST", "/v1/sessions:batch", json={"sessions": batch})
+            accepted += result["accepted"]
+            duplicates += result["duplicates"]
+            refused += result["rejected"]
+            for item in result["items"]:
+                if item["status"] == "rejected":
+                    err_console.print(
+                        f"[red]rejected by the server[/] {batch[item['index']]['event_id']}: {item['error']}"
+                    )
+    _print({"accepted": accepted, "duplicates": duplicates, "rejected": refused + len(loaded.rejected)})
+    if refused or loaded.rejected:
+        raise typer.Exit(1)

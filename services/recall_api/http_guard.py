@@ -1,0 +1,182 @@
+"""What every request meets before a route runs, and the one error shape every error answer has.
+
+`RequestGuard` (ASGI middleware) refuses a /v1 or MCP request without a valid API key before its
+body is read, and a body larger than `max_request_bytes` before it is parsed (by Content-Length at
+once, else while it streams in), so a 200 MB POST without a key costs nothing. The error handlers
+answer every HTTPException and validation error with `ErrorResponse`, never echoing the input: a
+field holding a lone surrogate, NaN or 30 MB of text is named, not repeated."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.recall_api.auth import bearer_token, tenant_for_key
+from services.recall_api.write_schemas import ErrorDetail, ErrorResponse
+
+log = logging.getLogger(__name__)
+
+_MAX_DETAIL_CHARS = 500
+_MAX_ERRORS = 20
+_LOCATION_ROOTS = frozenset({"body", "query", "path", "header", "cookie"})
+_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    429: "too_many_requests",
+    503: "unavailable",
+}
+
+
+def error_body(status_code: int, detail: str, errors: Sequence[ErrorDetail] = (), code: str | None = None) -> bytes:
+    body = ErrorResponse(
+        detail=_safe_text(detail)[:_MAX_DETAIL_CHARS],
+        code=code or _CODES.get(status_code, "error"),
+        errors=list(errors),
+    )
+    return body.model_dump_json().encode("utf-8")
+
+
+def error_response(
+    status_code: int,
+    detail: str,
+    errors: Sequence[ErrorDetail] = (),
+    *,
+    code: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    content = json.loads(error_body(status_code, detail, errors, code))
+    return JSONResponse(content, status_code=status_code, headers=dict(headers or {}))
+
+
+def _safe_text(text: str) -> str:
+    """The text with anything UTF-8 cannot carry (lone surrogates) replaced."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def field_of(location: Sequence[Any]) -> str | None:
+    parts = [str(part) for part in location]
+    if parts and parts[0] in _LOCATION_ROOTS:
+        parts = parts[1:]
+    return _safe_text(".".join(parts))[:200] or None
+
+
+def validation_details(errors: Sequence[Mapping[str, Any]]) -> list[ErrorDetail]:
+    """Field and reason of each problem; the offending input and the context are left out."""
+    return [
+        ErrorDetail(field=field_of(error.get("loc", ())), reason=_safe_text(str(error.get("msg", "invalid")))[:300])
+        for error in errors[:_MAX_ERRORS]
+    ]
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    details = validation_details(exc.errors())
+    summary = "; ".join(f"{d.field or '<body>'}: {d.reason}" for d in details[:3])
+    return error_response(422, f"invalid request: {summary}", details)
+
+
+class FieldError(StarletteHTTPException):
+    """A refusal about one input field, answered with the field and the reason (422 unless given)."""
+
+    def __init__(self, field: str | None, reason: str, status_code: int = 422) -> None:
+        super().__init__(status_code, reason)
+        self.field = field
+        self.reason = reason
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    detail = exc.detail if isinstance(exc.detail, str) else "request refused"
+    errors = [ErrorDetail(field=exc.field, reason=_safe_text(exc.reason)[:300])] if isinstance(exc, FieldError) else []
+    return error_response(exc.status_code, detail, errors, headers=exc.headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+
+
+class _BodyTooLarge(StarletteHTTPException):
+    """Raised from `receive` once a streamed body passes the limit. An HTTPException, so FastAPI's
+    body reading lets it through (to the error handler: a 413) instead of calling it a parse error."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"request body is larger than {limit} bytes")
+
+
+class RequestGuard:
+    """Auth before the body, and the body size limit before parsing, for the protected paths."""
+
+    def __init__(self, app: ASGIApp, *, api_keys: Mapping[str, str], max_body_bytes: int, protected: Sequence[str]):
+        self._app = app
+        self._api_keys = api_keys
+        self._max = max_body_bytes
+        self._protected = tuple(protected)
+
+    def _is_protected(self, path: str) -> bool:
+        return any(path == prefix or path.startswith(prefix.rstrip("/") + "/") for prefix in self._protected)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self._is_protected(scope.get("path", "")):
+            await self._app(scope, receive, send)
+            return
+        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
+        if tenant_for_key(self._api_keys, bearer_token(headers.get("authorization"))) is None:
+            await _send_error(send, 401, "missing or invalid API key", {"www-authenticate": "Bearer"})
+            return
+        declared = headers.get("content-length")
+        if declared is not None and (not declared.strip().isdigit() or int(declared) > self._max):
+            await _send_error(send, 413, f"request body is larger than {self._max} bytes")
+            return
+        await self._guarded(scope, receive, send)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+        received = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self._max:
+                    raise _BodyTooLarge(self._max)
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self._app(scope, limited_receive, tracking_send)
+        except _BodyTooLarge:
+            if started:
+                raise
+            await _send_error(send, 413, f"request body is larger than {self._max} bytes")
+
+
+async def _send_error(send: Send, status_code: int, detail: str, extra: Mapping[str, str] | None = None) -> None:
+    body = error_body(status_code, detail)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in (extra or {}).items()]
+    if status_code == 413:
+        headers.append((b"connection", b"close"))  # the rest of the body is not read
+    await send({"type": "http.response.start", "status": status_code, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,197 @@
+"""MCP tools for getting memory in and managing it, the same verbs as the HTTP write endpoints:
+memory_add_session, memory_list, memory_get_fact, memory_fact_history, memory_forget,
+memory_correct and memory_event_status. Registered by `build_mcp_server`; the principal (tenant,
+pinned user) is resolved the same way as for the read tools."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field, ValidationError
+
+from contracts.session_input import SessionRejected
+from services.recall_api.auth import Principal
+from services.recall_api.errors import FactRejected, StoreUnavailable
+from services.recall_api.memory_admin import InvalidCursor, ListFilters
+from services.recall_api.service import RecallService
+from services.recall_api.sessions_in import WrongTenant
+from services.recall_api.write_schemas import (
+    CorrectionRequest,
+    CorrectionResponse,
+    EventStatus,
+    FactHistoryResponse,
+    ForgetAccepted,
+    MemoryListResponse,
+    MemoryRecord,
+    SessionBatchResponse,
+)
+
+NOT_FOUND = "memory not found"
+UserArg = Annotated[str, Field(description="End user whose memory this is (ignored when the connection pins one).")]
+IdArg = Annotated[str, Field(max_length=128, description="Fact or episode id, as returned by memory_list.")]
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+PrincipalOf = Callable[[Context[Any, Any]], Principal]
+UserOf = Callable[[Principal, str | None], str]
+
+
+def add_write_tools(server: MCPServer[Any], service: RecallService, principal_of: PrincipalOf, user_of: UserOf) -> None:
+    _add_session_tools(server, service, principal_of, user_of)
+    _add_listing_tools(server, service, principal_of, user_of)
+    _add_change_tools(server, service, principal_of, user_of)
+
+
+def _add_session_tools(
+    server: MCPServer[Any], service: RecallService, principal_of: PrincipalOf, user_of: UserOf
+) -> None:
+    @server.tool(
+        annotations=WRITES,
+        description=(
+            "Add finished conversations (SessionCompleted records: event_id, user_id, agent_id, session_id, "
+            "channel, started_at, ended_at, messages) to long-term memory. The API key decides the tenant. "
+            "Returns a result per record; re-sending an event id reports a duplicate and changes nothing."
+        ),
+    )
+    async def memory_add_sessions(
+        sessions: Annotated[list[dict[str, Any]], Field(min_length=1, max_length=100, description="The records.")],
+        ctx: Context[Any, Any],
+    ) -> SessionBatchResponse:
+        principal = principal_of(ctx)
+        if principal.user_id is not None and any(s.get("user_id") != principal.user_id for s in sessions):
+            raise ToolError("every session must belong to the user this connection is pinned to")
+        try:
+            return await service.add_sessions(principal.tenant_id, list(sessions))
+        except StoreUnavailable as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool(
+        annotations=READ_ONLY,
+        description="Where a session or erasure is: accepted, consolidated into an episode, dead-lettered, erased.",
+    )
+    async def memory_event_status(
+        event_id: Annotated[str, Field(max_length=36, description="The event id a write returned.")],
+        user_id: UserArg,
+        ctx: Context[Any, Any],
+    ) -> EventStatus:
+        principal = principal_of(ctx)
+        user = user_of(principal, user_id)
+        try:
+            found = await service.event_status(principal.tenant_id, user, event_id.lower())
+        except StoreUnavailable as exc:
+            raise ToolError(str(exc)) from exc
+        if found is None:
+            raise ToolError("event not found")
+        return found
+
+
+def _add_listing_tools(
+    server: MCPServer[Any], service: RecallService, principal_of: PrincipalOf, user_of: UserOf
+) -> None:
+    @server.tool(
+        annotations=READ_ONLY,
+        description=(
+            "List what is remembered about the user, a page at a time (stable order). Pass next_cursor back "
+            "as cursor for the next page."
+        ),
+    )
+    async def memory_list(
+        user_id: UserArg,
+        ctx: Context[Any, Any],
+        kind: Annotated[Literal["episode", "fact", "all"], Field(description="What to list.")] = "all",
+        cursor: Annotated[str | None, Field(max_length=200, description="next_cursor of the last page.")] = None,
+        limit: Annotated[int, Field(ge=1, le=500, description="Most items in this page.")] = 50,
+        status: Annotated[
+            Literal["tentative", "confirmed", "superseded"] | None, Field(description="Facts with this status only.")
+        ] = None,
+    ) -> MemoryListResponse:
+        principal = principal_of(ctx)
+        user = user_of(principal, user_id)
+        try:
+            return await service.list_memories(
+                principal.tenant_id, user, kind, limit=limit, cursor=cursor, filters=ListFilters(status=status)
+            )
+        except InvalidCursor as exc:
+            raise ToolError(str(exc)) from exc
+        except StoreUnavailable as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool(annotations=READ_ONLY, description="One fact with its status, validity and channels.")
+    async def memory_get_fact(fact_id: IdArg, user_id: UserArg, ctx: Context[Any, Any]) -> MemoryRecord:
+        principal = principal_of(ctx)
+        try:
+            found = await service.fact(principal.tenant_id, user_of(principal, user_id), fact_id)
+        except StoreUnavailable as exc:
+            raise ToolError(str(exc)) from exc
+        if found is None:
+            raise ToolError(NOT_FOUND)
+        return found
+
+    @server.tool(
+        annotations=READ_ONLY,
+        description="Every version of a fact (oldest first) with valid_from, valid_to, superseded_by and provenance.",
+    )
+    async def memory_fact_history(fact_id: IdArg, user_id: UserArg, ctx: Context[Any, Any]) -> FactHistoryResponse:
+        principal = principal_of(ctx)
+        try:
+            found = await service.fact_history(principal.tenant_id, user_of(principal, user_id), fact_id)
+        except StoreUnavailable as exc:
+            raise ToolError(str(exc)) from exc
+        if found is None:
+            raise ToolError(NOT_FOUND)
+        return found
+
+
+def _add_change_tools(
+    server: MCPServer[Any], service: RecallService, principal_of: PrincipalOf, user_of: UserOf
+) -> None:
+    @server.tool(
+        annotations=DESTRUCTIVE,
+        description=(
+            "Forget one memory (a fact or an episode) everywhere, including the summaries a fact appeared in. "
+            "Carried out in the background; memory_event_status tells when it is complete."
+        ),
+    )
+    async def memory_forget(memory_id: IdArg, user_id: UserArg, ctx: Context[Any, Any]) -> ForgetAccepted:
+        principal = principal_of(ctx)
+        try:
+            accepted = await service.forget(principal.tenant_id, user_of(principal, user_id), memory_id)
+        except StoreUnavailable as exc:
+            raise ToolError(str(exc)) from exc
+        if accepted is None:
+            raise ToolError(NOT_FOUND)
+        return accepted
+
+    @server.tool(
+        annotations=WRITES,
+        description=(
+            "Correct a wrong fact: the corrected value becomes current (marked as stated by the user) and the "
+            "old value is kept as superseded history, never overwritten."
+        ),
+    )
+    async def memory_correct(
+        fact_id: IdArg,
+        user_id: UserArg,
+        value: Annotated[str, Field(min_length=1, max_length=400, description="The corrected value.")],
+        text: Annotated[str, Field(min_length=1, max_length=1000, description="The corrected fact, one sentence.")],
+        ctx: Context[Any, Any],
+    ) -> CorrectionResponse:
+        principal = principal_of(ctx)
+        try:
+            request = CorrectionRequest(user_id=user_of(principal, user_id), value=value, text=text)
+            corrected = await service.correct_fact(principal.tenant_id, fact_id, request)
+        except ValidationError as exc:
+            raise ToolError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from exc
+        except (FactRejected, SessionRejected, WrongTenant) as exc:
+            raise ToolError(f"not corrected: {exc}") from exc
+        except StoreUnavailable as exc:
+            raise ToolError(str(exc)) from exc
+        if corrected is None:
+            raise ToolError(NOT_FOUND)
+        return corrected

@@ -1,0 +1,119 @@
+"""Sessions in over HTTP: the same SessionCompleted records `tiermem ingest` publishes, validated with
+the same limits (`contracts.session_input`), published with `Nats-Msg-Id` = event id so a retry is
+reported as a duplicate and changes nothing. The tenant is the API key's; a record naming another
+tenant is refused."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from nats.aio.client import Client as NatsClient
+
+from contracts import SessionCompleted, SizeLimits, Subjects
+from contracts.session_input import SessionRejected, parse_session
+from services.recall_api.errors import StoreUnavailable
+from services.recall_api.write_schemas import (
+    ErrorDetail,
+    ErrorResponse,
+    SessionAccepted,
+    SessionBatchItem,
+    SessionBatchResponse,
+)
+
+log = logging.getLogger(__name__)
+
+
+class WrongTenant(PermissionError):
+    """The record names a tenant other than the API key's."""
+
+
+def status_url(event_id: str) -> str:
+    return f"/v1/events/{event_id}"
+
+
+def check_tenant(tenant_id: str, event: SessionCompleted) -> None:
+    if event.tenant_id != tenant_id:
+        raise WrongTenant("tenant_id names another tenant than the API key's; omit it or use your own")
+
+
+def with_tenant(tenant_id: str, value: Any) -> Any:
+    """The record with the key's tenant filled in when it names none (the key decides the tenant)."""
+    if isinstance(value, dict) and "tenant_id" not in value:
+        return {**value, "tenant_id": tenant_id}
+    return value
+
+
+async def publish_session(
+    nats: Callable[[], Awaitable[NatsClient]], subjects: Subjects, event: SessionCompleted
+) -> SessionAccepted:
+    client = await nats()
+    try:
+        ack = await client.jetstream().publish(
+            subjects.session_completed(event.tenant_id, event.user_id),
+            event.model_dump_json().encode("utf-8"),
+            stream=subjects.session_stream,
+            headers={"Nats-Msg-Id": str(event.event_id), "content-type": "application/json"},
+            timeout=10.0,
+        )
+    except Exception as exc:
+        log.error("could not publish the session: %s: %s", type(exc).__name__, exc)
+        raise StoreUnavailable(
+            "could not publish the session; retrying it is safe (the event id de-duplicates)"
+        ) from exc
+    event_id = str(event.event_id)
+    log.info(
+        "session accepted tenant=%s user=%s session=%s event=%s duplicate=%s",
+        event.tenant_id,
+        event.user_id,
+        event.session_id,
+        event_id,
+        bool(ack.duplicate),
+    )
+    return SessionAccepted(event_id=event_id, duplicate=bool(ack.duplicate), status_url=status_url(event_id))
+
+
+def _rejected(index: int, detail: str, code: str, field: str | None, reason: str) -> SessionBatchItem:
+    error = ErrorResponse(detail=detail, code=code, errors=[ErrorDetail(field=field, reason=reason)])
+    return SessionBatchItem(index=index, status="rejected", error=error)
+
+
+async def publish_batch(
+    nats: Callable[[], Awaitable[NatsClient]],
+    subjects: Subjects,
+    tenant_id: str,
+    records: Sequence[Any],
+    limits: SizeLimits,
+) -> SessionBatchResponse:
+    """Each record validated and published on its own: one bad record rejects only itself. A broker
+    failure stops the batch (StoreUnavailable): records published before it stay published, and a
+    retry of the whole batch reports them as duplicates."""
+    items: list[SessionBatchItem] = []
+    for index, record in enumerate(records):
+        try:
+            event = parse_session(with_tenant(tenant_id, record), limits)
+            check_tenant(tenant_id, event)
+        except SessionRejected as exc:
+            code = "too_large" if exc.too_large else "invalid_session"
+            items.append(_rejected(index, str(exc.reason), code, exc.field or None, exc.reason))
+            continue
+        except WrongTenant as exc:
+            items.append(_rejected(index, str(exc), "wrong_tenant", "tenant_id", str(exc)))
+            continue
+        accepted = await publish_session(nats, subjects, event)
+        items.append(
+            SessionBatchItem(
+                index=index,
+                status="accepted",
+                event_id=accepted.event_id,
+                duplicate=accepted.duplicate,
+                status_url=accepted.status_url,
+            )
+        )
+    return SessionBatchResponse(
+        items=items,
+        accepted=sum(1 for item in items if item.status == "accepted" and not item.duplicate),
+        duplicates=sum(1 for item in items if item.duplicate),
+        rejected=sum(1 for item in items if item.status == "rejected"),
+    )

@@ -1,0 +1,121 @@
+""" "What would L0 inject for this message?": the same query, candidates, gate, ranking and token
+budget as `AutoRecall.auto`, with every candidate kept and the reason each one was left out. A
+preview is not a recall: nothing here counts towards recall counts or the L0 metrics."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from services.common.domain.owner import Owner
+from services.common.stores.vector.port import HybridWeights
+from services.recall_api import l0_query, memory_section, ranking
+from services.recall_api.candidates import CandidateRetriever, CandidateSearch
+from services.recall_api.memory_records import memory_item
+from services.recall_api.schemas import AutoRecallRequest, MemoryItem
+from services.recall_api.service import RecallService
+
+
+@dataclass(frozen=True, slots=True)
+class ExplainedItem:
+    item: MemoryItem
+    injected: bool
+    reason: str  # why it was left out ("" when injected)
+
+
+@dataclass(frozen=True, slots=True)
+class L0Explanation:
+    section: str
+    tokens: int
+    threshold: float
+    max_entries: int
+    token_budget: int
+    top_score: float | None
+    skipped_reason: str | None
+    items: list[ExplainedItem]
+    query_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class _CutReasons:
+    """Why L0 leaves a ranked candidate out, in the order its steps drop them."""
+
+    threshold: float
+    max_entries: int
+    budget: int
+    offered: set[str]
+
+    def reason(self, ranked: ranking.Ranked, injected: set[str]) -> str:
+        relevance = ranked.candidate.relevance
+        if ranked.candidate.id in injected:
+            return ""
+        if relevance < self.threshold:
+            return f"score {relevance:.3f} is below the threshold {self.threshold:.3f}"
+        if ranked.candidate.id not in self.offered:
+            return f"ranked below the first {self.max_entries} entries"
+        return f"does not fit the {self.budget}-token budget"
+
+
+async def explain_auto(service: RecallService, tenant_id: str, request: AutoRecallRequest) -> L0Explanation:
+    settings = service.settings
+    owner = Owner(tenant_id, request.user_id)
+    max_entries = request.max_entries or settings.l0_default_max_entries
+    budget = request.token_budget or settings.l0_default_token_budget
+    threshold = settings.l0_min_score
+
+    def skipped(reason: str, text: str = "") -> L0Explanation:
+        return L0Explanation("", 0, threshold, max_entries, budget, None, reason, [], text)
+
+    if l0_query.is_trivial_message(request.message):
+        return skipped("trivial")
+    turns = [l0_query.Turn(t.role, t.content) for t in request.recent_messages]
+    text = l0_query.build_l0_query(
+        request.message,
+        turns,
+        previous_user_turns=settings.l0_previous_user_turns,
+        max_codepoints=settings.l0_query_max_codepoints,
+    )
+    if not text:
+        return skipped("empty")
+    retriever = CandidateRetriever(service.resources)
+    now = datetime.now(UTC)
+    search = CandidateSearch(
+        weights=HybridWeights(keyword=settings.l0_keyword_weight, dense=settings.l0_dense_weight),
+        fetch=max_entries * settings.fetch_factor,
+        kinds=("episode", "fact"),
+        channel=request.channel,
+        agent_id=request.agent_id,
+        include_superseded=False,
+        now=now,
+    )
+    candidates, top_score = await retriever.candidates(owner, await retriever.embed(text), search)
+    # Ranked without the gate, so the ones it would drop can be shown with their score; the order of
+    # those that pass is the same as with the gate (the gate only removes).
+    ranked = ranking.rank_candidates(
+        candidates,
+        now=now,
+        min_score=-math.inf,
+        episode_half_life_days=settings.episode_half_life_days,
+        episode_recency_weight=settings.episode_recency_weight,
+    )
+    passing = [r for r in ranked if r.candidate.relevance >= threshold]
+    offered = passing[:max_entries]
+    lines = [memory_section.render_item(memory_item(r).abstract, r.provenance_date) for r in offered]
+    fitted = memory_section.fit_section(lines, token_budget=budget, count_tokens=service.token_counter().count_tokens)
+    injected = {offered[i].candidate.id for i in fitted.included}
+    cut = _CutReasons(threshold, max_entries, budget, offered={r.candidate.id for r in offered})
+    explained = [ExplainedItem(memory_item(r), r.candidate.id in injected, cut.reason(r, injected)) for r in ranked]
+    # What is injected first, in section order; then what was cut, best score first.
+    explained.sort(key=lambda e: (not e.injected, 0.0 if e.injected else -e.item.score))
+    return L0Explanation(
+        section=fitted.text,
+        tokens=fitted.tokens,
+        threshold=threshold,
+        max_entries=max_entries,
+        token_budget=budget,
+        top_score=round(top_score, 4) if top_score is not None else None,
+        skipped_reason=None,
+        items=explained,
+        query_text=text,
+    )

@@ -1,0 +1,208 @@
+"""HTTP routes for getting memory in and managing it: sessions in, event status, listing, fact
+history, corrections and forgetting one memory. Thin shells over `RecallService`, like routes.py."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, status
+
+from contracts import SessionCompleted
+from contracts.events import Channel, Scope
+from services.common.domain.facts import FactStatus
+from services.recall_api.errors import FactRejected, StoreUnavailable
+from services.recall_api.http_guard import FieldError
+from services.recall_api.memory_admin import InvalidCursor, ListFilters
+from services.recall_api.routes import ERROR_RESPONSES, NOT_FOUND_DETAIL, Service, Tenant, UserId, unavailable
+from services.recall_api.service import SessionRejected
+from services.recall_api.sessions_in import WrongTenant
+from services.recall_api.write_schemas import (
+    _SESSION_EXAMPLE,
+    CorrectionRequest,
+    CorrectionResponse,
+    EventStatus,
+    FactHistoryResponse,
+    ForgetAccepted,
+    ListKind,
+    MemoryListResponse,
+    MemoryRecord,
+    SessionAccepted,
+    SessionBatchRequest,
+    SessionBatchResponse,
+)
+
+MemoryId = Annotated[str, Path(max_length=128, description="Episode or fact id (a UUID).")]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(max_length=200, description="The same key (for the same item) repeats the same request, never a second."),
+]
+
+write_router = APIRouter(responses=ERROR_RESPONSES)
+
+
+def _not_found() -> HTTPException:
+    return HTTPException(status_code=status.HTTP_404_NOT_FOUND, detail=NOT_FOUND_DETAIL)
+
+
+@write_router.post(
+    "/v1/sessions",
+    response_model=SessionAccepted,
+    status_code=status.HTTP_202_ACCEPTED,
+    tags=["sessions"],
+    summary="Add a finished conversation (SessionCompleted)",
+)
+async def sessions_add(
+    body: Annotated[SessionCompleted, Body(openapi_examples={"session": {"value": _SESSION_EXAMPLE}})],
+    tenant: Tenant,
+    service: Service,
+) -> SessionAccepted:
+    """Validated with the limits of `tiermem ingest`, published with `Nats-Msg-Id` = `event_id`: posting
+    the same event again answers `duplicate: true` and changes nothing."""
+    try:
+        return await service.add_session(tenant, body)
+    except WrongTenant as exc:
+        raise FieldError("tenant_id", str(exc), status.HTTP_403_FORBIDDEN) from exc
+    except SessionRejected as exc:
+        code = status.HTTP_413_CONTENT_TOO_LARGE if exc.too_large else status.HTTP_422_UNPROCESSABLE_CONTENT
+        raise FieldError(exc.field or None, exc.reason, code) from exc
+    except StoreUnavailable as exc:
+        raise unavailable(exc) from exc
+
+
+@write_router.post(
+    "/v1/sessions:batch",
+    response_model=SessionBatchResponse,
+    status_code=status.HTTP_207_MULTI_STATUS,
+    tags=["sessions"],
+    summary="Add up to 100 conversations, with a result per item",
+)
+async def sessions_add_batch(body: SessionBatchRequest, tenant: Tenant, service: Service) -> SessionBatchResponse:
+    """Each record is validated on its own (`tenant_id` may be left out: the key decides it); one bad
+    record rejects only itself."""
+    try:
+        return await service.add_sessions(tenant, list(body.sessions))
+    except StoreUnavailable as exc:
+        raise unavailable(exc) from exc
+
+
+@write_router.get(
+    "/v1/events/{event_id}",
+    response_model=EventStatus,
+    tags=["sessions"],
+    summary="Where a session or an erasure is",
+)
+async def events_status(
+    event_id: Annotated[str, Path(pattern=r"^[0-9a-fA-F-]{32,36}$", description="The event id (a UUID).")],
+    user_id: UserId,
+    tenant: Tenant,
+    service: Service,
+) -> EventStatus:
+    try:
+        found = await service.event_status(tenant, user_id, event_id.lower())
+    except StoreUnavailable as exc:
+        raise unavailable(exc) from exc
+    if found is None:
+        raise HTTPException(status_code=status.HTTP_404_NOT_FOUND, detail="event not found")
+    return found
+
+
+@write_router.get("/v1/memories", response_model=MemoryListResponse, tags=["memories"], summary="List memories")
+async def memories_list(
+    user_id: UserId,
+    tenant: Tenant,
+    service: Service,
+    kind: ListKind = "all",
+    cursor: Annotated[str | None, Query(max_length=200, description="next_cursor of the previous page.")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    scope: Scope | None = None,
+    channel: Channel | None = None,
+    status_filter: Annotated[FactStatus | None, Query(alias="status", description="Facts only.")] = None,
+    after: Annotated[datetime | None, Query(description="Occurred at or after (timezone-aware).")] = None,
+    before: Annotated[datetime | None, Query(description="Occurred before (timezone-aware).")] = None,
+) -> MemoryListResponse:
+    """Stable order (episodes, then facts, each by id): paging while memories are written never
+    repeats or skips one that existed throughout. Keep the same filters for every page."""
+    for name, moment in (("after", after), ("before", before)):
+        if moment is not None and moment.tzinfo is None:
+            raise FieldError(name, f"{name} must carry a timezone (e.g. 2026-05-02T00:00:00Z)")
+    filters = ListFilters(scope=scope, channel=channel, status=status_filter, after=after, before=before)
+    try:
+        return await service.list_memories(tenant, user_id, kind, limit=limit, cursor=cursor, filters=filters)
+    except InvalidCursor as exc:
+        raise FieldError("cursor", str(exc)) from exc
+    except StoreUnavailable as exc:
+        raise unavailable(exc) from exc
+
+
+@write_router.delete(
+    "/v1/memories/{memory_id}",
+    response_model=ForgetAccepted,
+    status_code=status.HTTP_202_ACCEPTED,
+    tags=["memories"],
+    summary="Forget one memory (a fact: redacted from every summary it appeared in)",
+)
+async def memories_forget(
+    memory_id: MemoryId, user_id: UserId, tenant: Tenant, service: Service, idempotency_key: IdempotencyKey = None
+) -> ForgetAccepted:
+    """Carried out by the pruner; `status_url` reports when it is complete and what it removed."""
+    try:
+        accepted = await service.forget(tenant, user_id, memory_id, idempotency_key=idempotency_key)
+    except StoreUnavailable as exc:
+        raise unavailable(exc) from exc
+    if accepted is None:
+        raise _not_found()
+    return accepted
+
+
+@write_router.get("/v1/facts/{fact_id}", response_model=MemoryRecord, tags=["facts"], summary="One fact")
+async def facts_get(fact_id: MemoryId, user_id: UserId, tenant: Tenant, service: Service) -> MemoryRecord:
+    try:
+        found = await service.fact(tenant, user_id, fact_id)
+    except StoreUnavailable as exc:
+        raise unavailable(exc) from exc
+    if found is None:
+        raise _not_found()
+    return found
+
+
+@write_router.get(
+    "/v1/facts/{fact_id}/history",
+    response_model=FactHistoryResponse,
+    tags=["facts"],
+    summary="Every version of a fact, with validity and provenance",
+)
+async def facts_history(fact_id: MemoryId, user_id: UserId, tenant: Tenant, service: Service) -> FactHistoryResponse:
+    try:
+        found = await service.fact_history(tenant, user_id, fact_id)
+    except StoreUnavailable as exc:
+        raise unavailable(exc) from exc
+    if found is None:
+        raise _not_found()
+    return found
+
+
+@write_router.post(
+    "/v1/facts/{fact_id}/corrections",
+    response_model=CorrectionResponse,
+    tags=["facts"],
+    summary="Correct a fact (the old value is superseded, never overwritten)",
+)
+async def facts_correct(
+    fact_id: MemoryId,
+    body: CorrectionRequest,
+    tenant: Tenant,
+    service: Service,
+    idempotency_key: IdempotencyKey = None,
+) -> CorrectionResponse:
+    """Through the write policy, as a user-stated observation: the corrected value becomes current
+    and the old one keeps its history with `valid_to` and `superseded_by`."""
+    try:
+        corrected = await service.correct_fact(tenant, fact_id, body, idempotency_key=idempotency_key)
+    except FactRejected as exc:
+        raise FieldError("text", str(exc)) from exc
+    except StoreUnavailable as exc:
+        raise unavailable(exc) from exc
+    if corrected is None:
+        raise _not_found()
+    return corrected
