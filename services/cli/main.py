@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from pathlib import Path
 from typing import Annotated
@@ -31,9 +30,9 @@ def _settings(data_dir: Path | None) -> TierMemSettings:
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    from services.common.runtime.logs import configure_logging_from_env
+
+    configure_logging_from_env(verbose)  # TIERMEM_LOG_LEVEL, TIERMEM_LOG_FORMAT (issue 15)
 
 
 @app.command()
@@ -164,6 +163,9 @@ def _register_subcommands() -> None:
 
     app.add_typer(dlq_app, name="dlq")
     app.command("dump")(dump_command)
+    from services.cli.stats import stats_command  # issue 15
+
+    app.command("stats")(stats_command)
 
 
 _register_subcommands()

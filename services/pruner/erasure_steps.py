@@ -319,10 +319,9 @@ async def episode_sessions(scope: ErasureScope, episode_id: str, progress: Erasu
             progress.session_ids.append(record.session_id)
     if not progress.session_ids:
         log.warning(
-            "episode %s of %s/%s not found in the vector index: erasing its graph and fact traces only",
+            "episode %s of tenant %s not found in the vector index: erasing its graph and fact traces only",
             episode_id,
             scope.owner.tenant_id,
-            scope.owner.user_id,
         )
     return frozenset(progress.session_ids)
 

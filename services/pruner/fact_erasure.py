@@ -48,7 +48,8 @@ async def fact_needles_of(scope: ErasureScope, fact_id: str, progress: ErasurePr
         fact_sessions = [p.session_id for p in fact.provenance if p.session_id]
         progress.session_ids = sorted({*progress.session_ids, *fact_sessions})
     elif progress.needles is None:
-        log.warning("fact %s of %s/%s not found: nothing to erase", fact_id, scope.owner.tenant_id, scope.owner.user_id)
+        # No user id (nor memory text) at WARNING: the fact id joins the request's records.
+        log.warning("fact %s of tenant %s not found: nothing to erase", fact_id, scope.owner.tenant_id)
         progress.needles = []
     return [needle for needle in (make_needle(text) for text in progress.needles) if needle is not None]
 
@@ -180,10 +181,9 @@ class FactErasure:
         scope = self.scope
         removed: dict[str, int] = {}
         for entity in await user_entities_mentioning(scope.graph, scope.owner, self.needles):
-            log.warning(
-                "fact erasure %s: entity %r still names the erased text; removing episodes %s from the graph",
+            log.warning(  # the entity's name is the erased text itself: never logged
+                "fact erasure %s: an entity still names the erased text; removing episodes %s from the graph",
                 self.event.event_id,
-                entity.name,
                 list(entity.episode_ids),
             )
             for episode_id in entity.episode_ids:

@@ -183,5 +183,8 @@ async def prune_once(ctx: ServiceContext[PrunerSettings], now: datetime) -> Prun
         f"; scan limit hit for {', '.join(report.truncated_owners)}" if report.truncated_owners else "",
     )
     if report.truncated_owners:
-        log.warning("prune scan limit (%d) reached for %s", ctx.settings.scan_limit, report.truncated_owners)
+        # Owners are tenant/user pairs: only how many at WARNING; the report event names them.
+        log.warning(
+            "prune scan limit (%d) reached for %d owners", ctx.settings.scan_limit, len(report.truncated_owners)
+        )
     return report

@@ -17,6 +17,7 @@ from services.common.runtime.root import ServiceRoot, compose
 from services.common.runtime.settings import load_settings
 from services.recall_api.auth import check_api_keys
 from services.recall_api.http_guard import RequestGuard, install_error_handlers
+from services.recall_api.http_telemetry import HttpTelemetry
 from services.recall_api.mcp_server import build_mcp_server, streamable_http_endpoint
 from services.recall_api.routes import router
 from services.recall_api.service import RecallService
@@ -41,7 +42,7 @@ def create_app(settings: RecallApiSettings | None = None, resources: Resources |
     # closed the same way as in every other shape.
     root: ServiceRoot | None = None
     if resources is None:
-        root = compose(settings, [])
+        root = compose(settings, [], name="recall-api")
         resources = root.resources
     service = RecallService(settings, resources)
     mcp = build_mcp_server(service)
@@ -83,5 +84,6 @@ def create_app(settings: RecallApiSettings | None = None, resources: Resources |
         max_body_bytes=settings.max_request_bytes,
         protected=["/v1", settings.mcp_path],
     )
+    app.add_middleware(HttpTelemetry)  # outermost: refused and failed requests are spans and metrics too
     app.router.routes.append(Route(settings.mcp_path, endpoint=mcp_endpoint, include_in_schema=False))
     return app

@@ -62,10 +62,9 @@ async def request_erasure(
         raise StoreUnavailable(
             "could not publish the erasure request; retry it (with an Idempotency-Key it is de-duplicated)"
         ) from exc
-    log.warning(
-        "erasure requested tenant=%s user=%s target=%s %s event=%s",
+    log.warning(  # no user id at WARNING (issue 15): the event id joins the request to its records
+        "erasure requested tenant=%s target=%s %s event=%s",
         tenant_id,
-        user_id,
         target.kind,
         target.item_id or "",
         event_id,

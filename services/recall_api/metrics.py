@@ -1,56 +1,76 @@
-"""In-process recall metrics: how many entries each call injected and its top score, so the minimum
-score and budgets can be tuned from real traffic. Exposed at `/metrics` in the Prometheus text
-format; aggregated over tenants (no tenant or user appears in a label)."""
+"""Recall metrics, to tune the minimum score and the budgets from real traffic: per call, how many
+entries were injected or returned and the best score seen (before the threshold), its latency in
+seconds, and the calls skipped without searching (trivial messages) by reason. Aggregated over
+tenants: no tenant or user appears in a label.
+
+The series are prometheus-client instruments on the service's own registry (one per service, so
+several recall services in one process, as in tests, never collide); `/metrics` exposes it with the
+process-wide default registry (process metrics, HTTP requests, LLM and embedding instruments). A
+small in-process tally stays beside them for `snapshot()` (the CLI and tests read it)."""
 
 from __future__ import annotations
 
 import threading
-from collections import Counter
-from dataclasses import dataclass, field
+from collections import Counter as Tally
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, generate_latest
 
 TOP_SCORE_BUCKETS: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-LATENCY_BUCKETS_MS: tuple[float, ...] = (5, 10, 20, 30, 50, 75, 100, 200, 500, 1000)
-
-
-@dataclass
-class _Histogram:
-    buckets: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
-    total: float = 0.0
-    n: int = 0
-
-    def __post_init__(self) -> None:
-        self.counts = [0] * len(self.buckets)
-
-    def observe(self, value: float) -> None:
-        self.n += 1
-        self.total += value
-        for index, bound in enumerate(self.buckets):
-            if value <= bound:
-                self.counts[index] += 1
-
-    def lines(self, name: str, labels: str) -> list[str]:
-        sep = "," if labels else ""
-        pairs = zip(self.buckets, self.counts, strict=True)
-        out = [f'{name}_bucket{{{labels}{sep}le="{bound}"}} {count}' for bound, count in pairs]
-        out.append(f'{name}_bucket{{{labels}{sep}le="+Inf"}} {self.n}')
-        out.append(f"{name}_sum{{{labels}}} {self.total}")
-        out.append(f"{name}_count{{{labels}}} {self.n}")
-        return out
+INJECTED_BUCKETS: tuple[float, ...] = (0, 1, 2, 3, 5, 8, 13, 20, 50)
+LATENCY_BUCKETS_S: tuple[float, ...] = (0.005, 0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.2, 0.5, 1.0, 2.5)
 
 
 class RecallMetrics:
     """Counters and histograms per endpoint ('auto', 'search', ...)."""
 
     def __init__(self) -> None:
+        self.registry = CollectorRegistry()
         self._lock = threading.Lock()
-        self.calls: Counter[str] = Counter()
-        self.skipped: Counter[tuple[str, str]] = Counter()
-        self.injected_total: Counter[str] = Counter()
-        self.empty: Counter[str] = Counter()
-        self.errors: Counter[str] = Counter()
-        self.top_scores: dict[str, _Histogram] = {}
-        self.latency_ms: dict[str, _Histogram] = {}
+        self._calls = Counter(
+            "tiermem_recall_calls", "Recall calls per endpoint.", ["endpoint"], registry=self.registry
+        )
+        self._injected_total = Counter(
+            "tiermem_recall_injected",
+            "Entries returned or injected per endpoint.",
+            ["endpoint"],
+            registry=self.registry,
+        )
+        self._empty = Counter(
+            "tiermem_recall_empty", "Calls that searched and returned nothing.", ["endpoint"], registry=self.registry
+        )
+        self._skipped = Counter(
+            "tiermem_recall_skipped",
+            "Calls answered without searching, by reason (e.g. trivial).",
+            ["endpoint", "reason"],
+            registry=self.registry,
+        )
+        self._errors = Counter("tiermem_recall_errors", "Calls that failed.", ["endpoint"], registry=self.registry)
+        self._injected_count = Histogram(
+            "tiermem_recall_injected_count",
+            "Entries injected or returned by one call that searched.",
+            ["endpoint"],
+            buckets=INJECTED_BUCKETS,
+            registry=self.registry,
+        )
+        self._top_score = Histogram(
+            "tiermem_recall_top_score",
+            "Best fused relevance seen per call (before the threshold).",
+            ["endpoint"],
+            buckets=TOP_SCORE_BUCKETS,
+            registry=self.registry,
+        )
+        self._latency = Histogram(
+            "tiermem_recall_seconds",
+            "Server-side latency of one recall call in seconds.",
+            ["endpoint"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=self.registry,
+        )
+        self.calls: Tally[str] = Tally()
+        self.skipped: Tally[tuple[str, str]] = Tally()
+        self.injected_total: Tally[str] = Tally()
+        self.empty: Tally[str] = Tally()
+        self.errors: Tally[str] = Tally()
         self.last: dict[str, tuple[int, float | None]] = {}
 
     def record(
@@ -64,13 +84,22 @@ class RecallMetrics:
                 self.skipped[(endpoint, skipped)] += 1
             elif injected == 0:
                 self.empty[endpoint] += 1
-            if top_score is not None:
-                self.top_scores.setdefault(endpoint, _Histogram(TOP_SCORE_BUCKETS)).observe(top_score)
-            self.latency_ms.setdefault(endpoint, _Histogram(LATENCY_BUCKETS_MS)).observe(latency_ms)
+        self._calls.labels(endpoint=endpoint).inc()
+        self._injected_total.labels(endpoint=endpoint).inc(injected)
+        if skipped:
+            self._skipped.labels(endpoint=endpoint, reason=skipped).inc()
+        else:
+            self._injected_count.labels(endpoint=endpoint).observe(injected)
+            if injected == 0:
+                self._empty.labels(endpoint=endpoint).inc()
+        if top_score is not None:
+            self._top_score.labels(endpoint=endpoint).observe(top_score)
+        self._latency.labels(endpoint=endpoint).observe(latency_ms / 1000.0)
 
     def record_error(self, endpoint: str) -> None:
         with self._lock:
             self.errors[endpoint] += 1
+        self._errors.labels(endpoint=endpoint).inc()
 
     def snapshot(self) -> dict[str, object]:
         with self._lock:
@@ -84,38 +113,5 @@ class RecallMetrics:
             }
 
     def prometheus(self) -> str:
-        with self._lock:
-            lines = [
-                "# HELP tiermem_recall_calls_total Recall calls per endpoint.",
-                "# TYPE tiermem_recall_calls_total counter",
-                *(f'tiermem_recall_calls_total{{endpoint="{e}"}} {n}' for e, n in sorted(self.calls.items())),
-                "# HELP tiermem_recall_injected_total Entries returned or injected per endpoint.",
-                "# TYPE tiermem_recall_injected_total counter",
-                *(
-                    f'tiermem_recall_injected_total{{endpoint="{e}"}} {n}'
-                    for e, n in sorted(self.injected_total.items())
-                ),
-                "# HELP tiermem_recall_empty_total Calls that searched and returned nothing.",
-                "# TYPE tiermem_recall_empty_total counter",
-                *(f'tiermem_recall_empty_total{{endpoint="{e}"}} {n}' for e, n in sorted(self.empty.items())),
-                "# HELP tiermem_recall_skipped_total Calls answered without searching, by reason.",
-                "# TYPE tiermem_recall_skipped_total counter",
-                *(
-                    f'tiermem_recall_skipped_total{{endpoint="{e}",reason="{r}"}} {n}'
-                    for (e, r), n in sorted(self.skipped.items())
-                ),
-                "# HELP tiermem_recall_errors_total Calls that failed.",
-                "# TYPE tiermem_recall_errors_total counter",
-                *(f'tiermem_recall_errors_total{{endpoint="{e}"}} {n}' for e, n in sorted(self.errors.items())),
-                "# HELP tiermem_recall_top_score Best fused relevance seen per call (before the threshold).",
-                "# TYPE tiermem_recall_top_score histogram",
-            ]
-            for endpoint, histogram in sorted(self.top_scores.items()):
-                lines.extend(histogram.lines("tiermem_recall_top_score", f'endpoint="{endpoint}"'))
-            lines += [
-                "# HELP tiermem_recall_latency_ms Server-side latency per call in milliseconds.",
-                "# TYPE tiermem_recall_latency_ms histogram",
-            ]
-            for endpoint, histogram in sorted(self.latency_ms.items()):
-                lines.extend(histogram.lines("tiermem_recall_latency_ms", f'endpoint="{endpoint}"'))
-            return "\n".join(lines) + "\n"
+        """The service's series and the process-wide ones, in the Prometheus text format."""
+        return (generate_latest(self.registry) + generate_latest(REGISTRY)).decode("utf-8")

@@ -55,7 +55,9 @@ class RecallCountUpdater:
             self._queue.put_nowait(_Recalled(kind, owner, tuple(ids), at_ts))
         except asyncio.QueueFull:
             self.dropped += 1
-            log.warning("recall-count queue full: dropped an update of %d %ss for %s", len(ids), kind, owner)
+            log.warning(
+                "recall-count queue full: dropped an update of %d %ss for tenant %s", len(ids), kind, owner.tenant_id
+            )
 
     async def drain(self) -> None:
         """Wait until everything submitted so far is written (tests, shutdown)."""

@@ -77,9 +77,19 @@ def dedicated_nats(tmp_path: Path) -> Iterator[NatsServer]:
 
 # The image's filesystem: the root read-only, only a fresh /tmp writable, HOME and the data dir on it
 # (infra/Dockerfile ENV). A private mount namespace gives a process exactly that, as root, without Docker.
+# The checkout (with its .venv) may itself live under /tmp (a CI clone): it is bound aside first and
+# bound back, read-only, at the same path inside the fresh /tmp, so the entrypoint still resolves.
+_READ_ONLY_ROOT_SCRIPT = """
+repo="$1"; shift
+mount --bind "$repo" /mnt && mount -o remount,bind,ro /mnt || exit 97
+mount -o remount,bind,ro / && mount -t tmpfs -o mode=1777 tmpfs /tmp || exit 98
+case "$repo" in /tmp/*) mkdir -p "$repo" && mount --bind /mnt "$repo" || exit 99;; esac
+exec "$@"
+"""
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 READ_ONLY_ROOT = [
-    "unshare", "--mount", "--propagation", "private", "sh", "-c",
-    'mount -o remount,bind,ro / && mount -t tmpfs -o mode=1777 tmpfs /tmp && exec "$@"', "read-only-root",
+    "unshare", "--mount", "--propagation", "private", "sh", "-c", _READ_ONLY_ROOT_SCRIPT, "read-only-root",
+    str(PROJECT_ROOT),
 ]  # fmt: skip
 IMAGE_FILESYSTEM_ENV = {"HOME": "/tmp", "TMPDIR": "/tmp", "TIERMEM_DATA_DIR": "/tmp/tiermem"}
 

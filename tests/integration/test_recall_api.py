@@ -369,7 +369,12 @@ async def test_a_question_about_something_never_said_injects_nothing(stack: Reca
         assert result["section"] == ""
         assert result["top_score"] is None or result["top_score"] < stack.settings.l0_min_score
     metrics = await stack.http.get("/metrics")
-    assert 'tiermem_recall_empty_total{endpoint="auto"} 3' in metrics.text
+    assert 'tiermem_recall_empty_total{endpoint="auto"} 3.0' in metrics.text
+    # prometheus-client exposition (issue 15): L0 quality histograms, latency in seconds, HTTP by route and status.
+    assert 'tiermem_recall_injected_count_bucket{endpoint="auto",le="0.0"} 3.0' in metrics.text
+    assert 'tiermem_recall_seconds_count{endpoint="auto"} 3.0' in metrics.text
+    assert 'tiermem_http_requests_total{method="POST",route="/v1/recall/auto",status="200"}' in metrics.text
+    assert "alice" not in metrics.text and "acme" not in metrics.text
 
 
 async def test_expired_episodes_and_other_agents_episodes_are_not_returned(stack: RecallStack) -> None:

@@ -399,6 +399,6 @@ def test_metrics_record_injected_and_top_score() -> None:
     assert snapshot["empty"] == {"auto": 1}
     assert snapshot["skipped"] == {"auto:trivial": 1}
     text = metrics.prometheus()
-    assert 'tiermem_recall_top_score_bucket{endpoint="auto",le="0.6"} 2' in text
-    assert 'tiermem_recall_top_score_count{endpoint="auto"} 2' in text
-    assert 'tiermem_recall_skipped_total{endpoint="auto",reason="trivial"} 1' in text
+    assert 'tiermem_recall_top_score_bucket{endpoint="auto",le="0.6"} 2.0' in text
+    assert 'tiermem_recall_top_score_count{endpoint="auto"} 2.0' in text
+    assert 'tiermem_recall_skipped_total{endpoint="auto",reason="trivial"} 1.0' in text

@@ -111,6 +111,9 @@ ATTRIBUTE_ALIASES: dict[str, str] = {
 }
 
 _UNKNOWN_ATTRIBUTE_VOLATILITY: Volatility = "medium"
+# Procedural memory: a working rule is a fact `procedure_<topic>`; one rule per topic is current, so
+# a new rule on the same topic supersedes the old one (versioned like any single-valued attribute).
+PROCEDURE_ATTRIBUTE_PREFIX = "procedure_"
 
 
 def normalise_attribute(attribute: str) -> str:
@@ -131,4 +134,6 @@ def attribute_spec(attribute: str) -> AttributeSpec:
     spec = ATTRIBUTE_REGISTRY.get(name)
     if spec is not None:
         return spec
+    if name.startswith(PROCEDURE_ATTRIBUTE_PREFIX):
+        return AttributeSpec(name=name, single_valued=True, volatility="low")
     return AttributeSpec(name=name, single_valued=False, volatility=_UNKNOWN_ATTRIBUTE_VOLATILITY)

@@ -15,10 +15,15 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from services.common.gateways.embedder import Embedder
+from services.common.gateways.instruments import EMBEDDING_SECONDS
 from services.common.gateways.llm import ProgressCallback, RetryPolicy, call_with_retries, import_litellm
+
+_tracer = trace.get_tracer(__name__)
 
 
 class EmbeddingConfig(BaseModel):
@@ -73,6 +78,31 @@ class DelegatingEmbedder:
 
     async def embed_query(self, text: str) -> list[float]:
         return await self._inner.embed_query(text)
+
+
+class TracedEmbedder(DelegatingEmbedder):
+    """One client span per embedding call (GenAI conventions: operation, model, how many texts) and
+    its duration in the `tiermem_embedding_seconds` histogram; never the texts."""
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        with _tracer.start_as_current_span(f"embeddings {self.model_name}", kind=SpanKind.CLIENT) as span:
+            span.set_attributes(self._attributes("passages", len(texts)))
+            with EMBEDDING_SECONDS.labels(kind="passages").time():
+                return await self._inner.embed_passages(texts)
+
+    async def embed_query(self, text: str) -> list[float]:
+        with _tracer.start_as_current_span(f"embeddings {self.model_name}", kind=SpanKind.CLIENT) as span:
+            span.set_attributes(self._attributes("query", 1))
+            with EMBEDDING_SECONDS.labels(kind="query").time():
+                return await self._inner.embed_query(text)
+
+    def _attributes(self, kind: str, count: int) -> dict[str, str | int]:
+        return {
+            "gen_ai.operation.name": "embeddings",
+            "gen_ai.request.model": self.model_name,
+            "tiermem.embedding.kind": kind,
+            "tiermem.embedding.texts": count,
+        }
 
 
 class QueryFirstLock:

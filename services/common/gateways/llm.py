@@ -19,8 +19,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from services.common.gateways.instruments import LLM_CALLS, LLM_COST_USD, LLM_SECONDS, LLM_TOKENS
 from services.common.gateways.llm_output import parse_json_output as parse_json_output
 from services.common.gateways.llm_output import schema_instruction as schema_instruction
 from services.common.gateways.llm_output import strip_code_fences as strip_code_fences
@@ -39,6 +42,8 @@ from services.common.gateways.llm_retry import classify_exception as classify_ex
 
 T = TypeVar("T", bound=BaseModel)
 R = TypeVar("R")
+
+_tracer = trace.get_tracer(__name__)
 
 
 _litellm_lock = threading.Lock()
@@ -288,7 +293,53 @@ class LlmGateway:
         `include_schema` adds the schema's JSON Schema to the system message so every caller states
         the output format the same way. Raises LlmNotConfigured, LlmOutputInvalid, LlmUnavailable or
         LlmRequestRejected; each carries a `reason` fit for a dead-letter record.
+
+        One client span per call (all attempts), with the GenAI semantic-convention attributes, the
+        cost and the purpose; never the prompt or the answer (they are memory text).
         """
+        model = self._config.model or "none"
+        # The exception is not recorded: its message may quote the model's output (memory text).
+        with _tracer.start_as_current_span(
+            f"chat {model}", kind=SpanKind.CLIENT, record_exception=False, set_status_on_exception=False
+        ) as span:
+            span.set_attributes(
+                {
+                    "gen_ai.operation.name": "chat",
+                    "gen_ai.system": model.split("/", 1)[0] if "/" in model else "litellm",
+                    "gen_ai.request.model": model,
+                    "tiermem.llm.purpose": purpose,
+                }
+            )
+            try:
+                result = await self._complete_json(
+                    messages, schema, on_progress=on_progress, purpose=purpose, include_schema=include_schema
+                )
+            except Exception as exc:
+                span.set_attribute("error.type", type(exc).__name__)
+                span.set_status(Status(StatusCode.ERROR))
+                LLM_CALLS.labels(purpose=purpose, outcome=type(exc).__name__).inc()
+                raise
+            _count_usage(purpose, result)
+            span.set_attributes(
+                {
+                    "gen_ai.response.model": result.model,
+                    "gen_ai.usage.input_tokens": result.prompt_tokens,
+                    "gen_ai.usage.output_tokens": result.completion_tokens,
+                    "tiermem.llm.cost_usd": result.cost_usd,
+                    "tiermem.llm.attempts": result.attempts,
+                }
+            )
+            return result
+
+    async def _complete_json(
+        self,
+        messages: list[dict[str, str]],
+        schema: type[T],
+        *,
+        on_progress: ProgressCallback | None,
+        purpose: str,
+        include_schema: bool,
+    ) -> LlmResult[T]:
         model = self._config.model
         if model is None:
             raise LlmNotConfigured(f"{purpose}: no LLM model is configured (offline mode)")
@@ -337,6 +388,14 @@ class LlmGateway:
             attempts=attempts,
             latency_s=time.monotonic() - started,
         )
+
+
+def _count_usage(purpose: str, result: LlmResult[Any]) -> None:
+    LLM_CALLS.labels(purpose=purpose, outcome="ok").inc()
+    LLM_TOKENS.labels(purpose=purpose, model=result.model, direction="input").inc(result.prompt_tokens)
+    LLM_TOKENS.labels(purpose=purpose, model=result.model, direction="output").inc(result.completion_tokens)
+    LLM_COST_USD.labels(purpose=purpose, model=result.model).inc(max(result.cost_usd, 0.0))
+    LLM_SECONDS.labels(purpose=purpose).observe(result.latency_s)
 
 
 def build_llm_gateway(config: BaseModel, usage: UsageRecorder | None = None) -> LlmGateway:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,14 +23,17 @@ from nats.errors import NoServersError
 from nats.js import JetStreamContext
 from nats.js import api as js_api
 from nats.js.errors import BadRequestError, NotFoundError
+from opentelemetry import trace
 from pydantic import BaseModel, ValidationError
 
 from contracts import DeadLetterRecord, Subjects
 from services.common.domain.ids import deterministic_uuid
+from services.common.runtime.instruments import DEAD_LETTERS, HANDLER_SECONDS, REDELIVERIES
 from services.common.runtime.settings import NatsSettings, TierMemSettings
-from services.common.runtime.telemetry import build_tracer_provider
+from services.common.runtime.telemetry import install_tracing
 
 log = logging.getLogger(__name__)
+_tracer = trace.get_tracer(__name__)
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -221,7 +225,7 @@ def build_broker(settings: TierMemSettings, service_name: str, *, bounded: bool 
     trace context travels in message headers, and shutdown drains in-flight handlers. Publishes are
     never buffered while disconnected (NO_PUBLISH_BUFFER); `bounded` as in `connect_nats`."""
     nats_settings = settings.nats
-    tracer_provider = build_tracer_provider(settings.telemetry, service_name)
+    tracer_provider = install_tracing(settings.telemetry, service_name)
     return NatsBroker(
         servers=[url.strip() for url in nats_settings.url.split(",")],
         token=nats_settings.token.get_secret_value() if nats_settings.token else None,
@@ -282,6 +286,7 @@ class DeadLetterWriter:
         payload: bytes,
     ) -> None:
         tenant_id, user_id = self._subjects.tokens_from(subject)
+        DEAD_LETTERS.labels(consumer=consumer, kind=kind).inc()
         record_id = deterministic_uuid("dead-letter", stream, str(sequence), consumer)
         record = DeadLetterRecord(
             event_id=record_id,
@@ -377,34 +382,63 @@ class _ExplicitAckConsumer(Generic[ModelT]):
             headers=dict(raw.headers or {}),
             in_progress=msg.in_progress,
         )
+        if received.deliveries > 1:
+            REDELIVERIES.labels(consumer=self._spec.durable).inc()
+        # FastStream's middleware opened the "process" span (its parent is the publisher's, from the
+        # message headers); this one names the consumer and the outcome.
+        with _tracer.start_as_current_span(f"handle {self._spec.durable}") as span:
+            span.set_attributes(
+                {
+                    "messaging.consumer.group.name": self._spec.durable,
+                    "messaging.message.delivery_count": received.deliveries,
+                    "messaging.message.stream_sequence": received.stream_sequence,
+                }
+            )
+            started = time.monotonic()
+            outcome = await self._run_handler(received, event, delivery)
+            span.set_attribute("tiermem.outcome", outcome)
+            elapsed = time.monotonic() - started
+            HANDLER_SECONDS.labels(consumer=self._spec.durable, outcome=outcome).observe(elapsed)
+            # Inside the span: the line carries the trace id (JSON logs) and joins the session's trace.
+            log.info(
+                "%s handled stream seq=%s (delivery %s) in %.3fs: %s",
+                self._spec.durable,
+                received.stream_sequence,
+                received.deliveries,
+                elapsed,
+                outcome,
+            )
+
+    async def _run_handler(self, received: _ReceivedMessage, event: ModelT, delivery: Delivery) -> str:
+        """Run the handler and settle the message: "ok" (acked), "retry" (nak) or "dead_letter"."""
         try:
             await self._handler(event, delivery)
         except PoisonMessage as exc:
             await self._dead_letter(received, str(exc), "poison")
-            return
+            return "dead_letter"
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            await self._on_failure(received, exc)
-            return
-        await msg.ack()
+            return await self._on_failure(received, exc)
+        await received.msg.ack()
+        return "ok"
 
-    async def _on_failure(self, received: _ReceivedMessage, exc: Exception) -> None:
+    async def _on_failure(self, received: _ReceivedMessage, exc: Exception) -> str:
         reason = describe_error(exc)
         if getattr(exc, "retryable_later", True) is False:
             # The failure already used its own retry budget (e.g. the LLM gateway's) and would
             # only repeat: retrying here too would multiply the calls and the cost.
             await self._dead_letter(received, reason, "poison")
-            return
+            return "dead_letter"
         deliveries = received.deliveries
         if deliveries >= self._settings.max_deliver:
             await self._dead_letter(received, f"failed {deliveries} deliveries; last error: {reason}", "exhausted")
-            return
+            return "dead_letter"
         delay = self._retry_delays[min(deliveries - 1, len(self._retry_delays) - 1)]
         log.warning(
             "handler %s failed on %s seq=%s (delivery %s/%s), retry in %.1fs: %s",
             self._spec.durable,
-            received.subject,
+            self._spec.stream,  # not the subject: it names the tenant and user
             received.stream_sequence,
             deliveries,
             self._settings.max_deliver,
@@ -412,6 +446,7 @@ class _ExplicitAckConsumer(Generic[ModelT]):
             reason,
         )
         await received.msg.nack(delay=delay)
+        return "retry"
 
     async def _dead_letter(self, received: _ReceivedMessage, reason: str, kind: str) -> None:
         await self._dead_letters.write(
@@ -427,7 +462,7 @@ class _ExplicitAckConsumer(Generic[ModelT]):
         await received.msg.reject()
         log.warning(
             "dead-lettered %s seq=%s consumer=%s (%s): %s",
-            received.subject,
+            self._spec.stream,  # not the subject: it names the tenant and user
             received.stream_sequence,
             self._spec.durable,
             kind,

@@ -8,8 +8,9 @@ port; consumers have no HTTP API, so the composition root serves this small one 
   only add a crash loop to the outage.
 - `/readyz` (readiness): the broker is connected and the stores answer (vector index and graph),
   each check bounded by `health_timeout_s`, every failure reported by name.
-- `/metrics`: Prometheus exposition from the process's own registry (process metrics, the
-  services' counters and the last readiness result per dependency).
+- `/metrics`: Prometheus exposition: the services' counters and the last readiness result per
+  dependency, plus the process-wide default registry (process metrics, handler latency,
+  redeliveries, dead letters, LLM tokens and cost, embedding time).
 
 Served with aiohttp inside the running loop: it installs no signal handlers, so FastStream keeps
 its graceful shutdown on SIGTERM."""
@@ -19,18 +20,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any
 
 from aiohttp import web
 from faststream.nats import NatsBroker
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, Gauge, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
-from prometheus_client.platform_collector import PlatformCollector
-from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 from services.common.domain.owner import Owner
+from services.common.runtime.broker import ConsumerSpec
 from services.common.runtime.resources import Resources, ServiceContext
 
 log = logging.getLogger(__name__)
@@ -67,17 +67,32 @@ class ConsumerHealth:
         resources: Resources,
         contexts: Mapping[str, ServiceContext[Any]],
         timeout_s: float,
+        consumers: Sequence[ConsumerSpec] = (),
     ) -> None:
         self._broker = broker
+        self._resources = resources
+        self._consumers = list(consumers)
         self._timeout_s = timeout_s
+        # This process's own series; `/metrics` adds the default registry's (process and platform
+        # collectors, handler latency, redeliveries, dead letters, LLM and embedding instruments).
         self.registry = CollectorRegistry()
-        ProcessCollector(registry=self.registry)
-        PlatformCollector(registry=self.registry)
         self.registry.register(ServiceCounters(contexts))
         self._dependency_up = Gauge(
             "tiermem_dependency_up",
             "1 when the dependency answered the last readiness check, else 0.",
             ["dependency"],
+            registry=self.registry,
+        )
+        self._pending = Gauge(
+            "tiermem_consumer_pending",
+            "Messages of the consumer's stream not yet delivered to it (its lag), at the last scrape.",
+            ["consumer"],
+            registry=self.registry,
+        )
+        self._ack_pending = Gauge(
+            "tiermem_consumer_ack_pending",
+            "Messages delivered to the consumer and not yet acknowledged, at the last scrape.",
+            ["consumer"],
             registry=self.registry,
         )
         self._inflight: dict[str, asyncio.Task[None]] = {}
@@ -120,6 +135,20 @@ class ConsumerHealth:
         if exc is not None:  # readiness reports every failure, whatever its type
             return f"{type(exc).__name__}: {exc}"[:300]
         return "ok"
+
+    async def refresh_lag(self) -> None:
+        """Read pending and ack-pending of this process's consumers from JetStream (bounded by the
+        health timeout; a consumer that cannot be read keeps its last values)."""
+        if not self._consumers:
+            return
+        try:
+            js = await asyncio.wait_for(self._resources.jetstream(), self._timeout_s)
+            for spec in self._consumers:
+                info = await asyncio.wait_for(js.consumer_info(spec.stream, spec.durable), self._timeout_s)
+                self._pending.labels(consumer=spec.durable).set(info.num_pending or 0)
+                self._ack_pending.labels(consumer=spec.durable).set(info.num_ack_pending or 0)
+        except Exception as exc:  # a scrape must still answer while NATS is away
+            log.info("consumer lag unavailable: %s: %s", type(exc).__name__, exc)
 
     async def close(self) -> None:
         """Cancel the checks still running (the process is stopping; its stores close next)."""
@@ -195,5 +224,6 @@ class HealthServer:
         )
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        body = generate_latest(self.health.registry)
+        await self.health.refresh_lag()
+        body = generate_latest(self.health.registry) + generate_latest(REGISTRY)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -16,6 +16,7 @@ from nats.js import JetStreamContext
 from contracts import Subjects
 from services.common.runtime.broker import DeadLetterWriter, EventPublisher, connect_nats
 from services.common.runtime.settings import TierMemSettings
+from services.common.runtime.telemetry import TracedCypherExecutor, traced_vector_index
 
 if TYPE_CHECKING:
     from services.common.gateways.embedder import Embedder
@@ -100,7 +101,7 @@ class Resources:
         dim = self.embedder().dim
         for collection in (EPISODES, PASSAGES, FACTS):
             await index.ensure_collection(collection, dim)
-        return index
+        return traced_vector_index(index, "qdrant")
 
     async def episodes(self) -> EpisodeStore:
         """Episodes and passages, typed, on the shared vector index, embedder and keyword encoder."""
@@ -143,15 +144,15 @@ class Resources:
                 password=graph.neo4j_password.get_secret_value() if graph.neo4j_password else "",
                 database=graph.neo4j_database,
             )
-        repository = GraphRepository(executor)  # type: ignore[arg-type]
+        repository = GraphRepository(TracedCypherExecutor(executor, graph.backend))  # type: ignore[arg-type]
         await repository.executor.bootstrap()
         return repository
 
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            from services.common.gateways.embedding import build_embedder
+            from services.common.gateways.embedding import TracedEmbedder, build_embedder
 
-            self._embedder = build_embedder(self.settings.embedding)
+            self._embedder = TracedEmbedder(build_embedder(self.settings.embedding))
         return self._embedder
 
     def llm(self) -> LlmGateway:

@@ -31,9 +31,11 @@ from services.common.runtime.broker import (
     watch_max_deliveries,
 )
 from services.common.runtime.health import ConsumerHealth, HealthServer
+from services.common.runtime.logs import configure_logging_leniently
 from services.common.runtime.resources import Resources, ServiceContext
 from services.common.runtime.service import ServiceDefinition, build_context
 from services.common.runtime.settings import TierMemSettings, load_settings
+from services.common.runtime.telemetry import install_tracing
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,7 @@ class ServiceRoot:
         self.services = list(services)
         self.subjects = Subjects(settings.nats.subject_root)
         self.resources = resources or Resources(settings)
+        install_tracing(settings.telemetry, name)  # process-wide, once: every span below hangs on it
         self.broker = build_broker(settings, name)
         self.contexts: dict[str, ServiceContext[Any]] = {}
         for definition in self.services:
@@ -125,7 +128,9 @@ class ServiceRoot:
         """The health/metrics port Kubernetes probes (consumers only: the recall API has its own)."""
         if self.settings.health_port is None:
             return
-        health = ConsumerHealth(self.broker, self.resources, self.contexts, self.settings.health_timeout_s)
+        health = ConsumerHealth(
+            self.broker, self.resources, self.contexts, self.settings.health_timeout_s, self.consumers()
+        )
         self.health_server = HealthServer(health, self.settings.health_host, self.settings.health_port)
         await self.health_server.start()
 
@@ -236,7 +241,9 @@ def create_service_app(definition: ServiceDefinition[Any], base: TierMemSettings
     """One service alone against external servers: how Kubernetes runs it (`tiermem serve NAME`,
     or `faststream run services.NAME.app:create_app --factory`). FastStream starts and stops the
     broker (and handles the signals); its lifespan hooks run the root's pieces around it."""
-    root = compose(base or load_settings(), [definition], name=definition.name)
+    settings = base or load_settings()
+    configure_logging_leniently(settings.log_level, settings.log_format)  # TIERMEM_LOG_LEVEL / TIERMEM_LOG_FORMAT
+    root = compose(settings, [definition], name=definition.name)
     app = FastStream(root.broker)
 
     @app.on_startup

@@ -107,6 +107,12 @@ class TierMemSettings(BaseSettings):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    # Plain strings: an unknown value falls back to the default with a warning (runtime/logs.py)
+    # rather than stopping every command at start-up.
+    log_level: str = Field(default="WARNING", description="TIERMEM_LOG_LEVEL: level of the process's logs.")
+    log_format: str = Field(
+        default="text", description="TIERMEM_LOG_FORMAT: text for a console, json (one object a line, with trace ids)."
+    )
     limits: SizeLimits = Field(default_factory=SizeLimits)
     episode_ttl_days: float = Field(default=365, description="Episodes expire this long after the session.")
     http_host: str = "127.0.0.1"

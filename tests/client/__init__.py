@@ -1,0 +1,1 @@
+"""Tests of the light client package (client/tiermem_client)."""
