@@ -457,3 +457,16 @@ def test_the_recall_bench_wrapper_matches_the_script_options() -> None:
     assert (args.episodes, args.users, args.qdrant_episodes, args.queries) == (10, 2, 5, 3)
     assert (args.qdrant_queries, args.warmup, args.base_sentences, args.seed) == (2, 1, 4, 1)
     assert args.optimize and args.keep and args.data_dir is None
+
+
+def test_group_form_sends_every_turn_as_user_with_the_speaker_in_the_text() -> None:
+    (sample,) = parse_locomo(locomo_fixture())
+    chat = session_events(sample, tenant_id="t")
+    group = session_events(sample, tenant_id="t", form="group")
+    assert [e.event_id for e in chat] == [e.event_id for e in group], "same sessions, same ids"
+    chat_messages = [m for e in chat for m in e.messages]
+    group_messages = [m for e in group for m in e.messages]
+    assert {m.role for m in chat_messages} == {"user", "assistant"}
+    assert {m.role for m in group_messages} == {"user"}
+    assert all(m.name is None for m in group_messages)
+    assert [m.content for m in group_messages] == [f"{m.name}: {m.content}" for m in chat_messages]

@@ -90,6 +90,14 @@ def locomo_command(
             "(to measure a proposal; repeatable).",
         ),
     ] = None,
+    form: Annotated[
+        str,
+        typer.Option(
+            "--form",
+            help="chat: speaker A as user, B as assistant, names in `name`; group: every turn role user, the "
+            "speaker's name only in the text (a group chat or an imported transcript).",
+        ),
+    ] = "chat",
 ) -> None:
     """Ingest LoCoMo into an embedded stack, ask every question through L1 and L0, compare with baselines."""
     from rich.console import Console
@@ -99,6 +107,9 @@ def locomo_command(
 
     console = Console()
     err = Console(stderr=True)
+    if form not in ("chat", "group"):
+        err.print(f"[red]error:[/] --form must be chat or group, not {form!r}")
+        raise typer.Exit(2)
     quiet_consumer_logs()
     config = LocomoConfig(
         path=path,
@@ -107,6 +118,7 @@ def locomo_command(
         samples=tuple(sample or ()),
         max_questions=questions,
         recall_overrides=parse_overrides(recall_setting or []),
+        form="group" if form == "group" else "chat",
     )
     try:
         with _progress(err) as progress:

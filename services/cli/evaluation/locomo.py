@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from contracts import Message, SessionCompleted
 from services.common.domain.ids import deterministic_uuid
@@ -220,7 +220,21 @@ def session_id_for(sample: LocomoSample, session_number: int) -> str:
     return f"{sample.user_id}-s{session_number}"
 
 
-def session_events(sample: LocomoSample, *, tenant_id: str, agent_id: str = "locomo-agent") -> list[SessionCompleted]:
+ChatForm = Literal["chat", "group"]
+"""How a conversation arrives: `chat` (speaker A is the user, B the assistant, names in `name`) or
+`group` (a group chat or an imported transcript: every turn role `user`, the speaker's name only in
+the text, "Caroline: ...")."""
+
+
+def _message(turn: LocomoTurn, roles: Mapping[str, str], form: ChatForm) -> Message:
+    if form == "group":
+        return Message(role="user", content=f"{turn.speaker}: {turn.text}")
+    return Message(role=roles[turn.speaker], content=turn.text, name=turn.speaker)  # type: ignore[arg-type]
+
+
+def session_events(
+    sample: LocomoSample, *, tenant_id: str, agent_id: str = "locomo-agent", form: ChatForm = "chat"
+) -> list[SessionCompleted]:
     """One SessionCompleted per session; deterministic event ids, so a re-run publishes duplicates only."""
     roles = {sample.speaker_a: "user", sample.speaker_b: "assistant"}
     events: list[SessionCompleted] = []
@@ -237,10 +251,7 @@ def session_events(sample: LocomoSample, *, tenant_id: str, agent_id: str = "loc
                     "started_at": session.occurred_at,
                     "ended_at": session.occurred_at,
                     "locale": "en",
-                    "messages": [
-                        Message(role=roles[turn.speaker], content=turn.text, name=turn.speaker)  # type: ignore[arg-type]
-                        for turn in session.turns
-                    ],
+                    "messages": [_message(turn, roles, form) for turn in session.turns],
                     "metadata": {"source": "locomo", "sample_id": sample.sample_id},
                 }
             )

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from services.cli.evaluation.baselines import OURS, RRF_K, TurnCorpus, baseline_rankings, build_corpus, unique_in_order
 from services.cli.evaluation.harness import EvalStack, embedded_stack, item_sessions, wait_for_consolidation
 from services.cli.evaluation.locomo import (
+    ChatForm,
     LocomoFormatError,
     LocomoQuestion,
     LocomoSample,
@@ -57,6 +58,7 @@ class LocomoConfig:
     # Recall settings to change for this run (e.g. ("episode_half_life_days", "36500")): to measure a
     # proposal with the same harness. Reported in the JSON; the defaults are the headline numbers.
     recall_overrides: tuple[tuple[str, str], ...] = ()
+    form: ChatForm = "chat"  # how the sessions arrive: labelled chat, or group chat / imported transcript
 
     @property
     def curve_ks(self) -> tuple[int, ...]:
@@ -176,7 +178,7 @@ async def _run_on_embedded_stack(
         **dict(config.recall_overrides),
     ) as stack:
         timings["start_s"] = time.monotonic() - started
-        counts = await _ingest(stack, samples, config.tenant_id, progress, timings)
+        counts = await _ingest(stack, samples, config, progress, timings)
         counters = _counters(stack.running)
         started = time.monotonic()
         corpora = await _build_corpora(stack, samples, work_dir, progress)
@@ -191,14 +193,14 @@ async def _run_on_embedded_stack(
 async def _ingest(
     stack: EvalStack,
     samples: Sequence[LocomoSample],
-    tenant_id: str,
+    config: LocomoConfig,
     progress: Progress | None,
     timings: dict[str, float],
 ) -> PublishCounts:
     """Publish every session and wait until the pipeline consumed them (`consolidation_s`, `ingest_total_s`)."""
     from services.cli.ingest import publish_sessions
 
-    events = [e for sample in samples for e in session_events(sample, tenant_id=tenant_id)]
+    events = [e for sample in samples for e in session_events(sample, tenant_id=config.tenant_id, form=config.form)]
     started = time.monotonic()
     advance = _progress_step(progress, "publishing sessions", len(events))
     counts = await publish_sessions(stack.settings, events, advance)
@@ -242,6 +244,7 @@ def _report_meta(config: LocomoConfig, samples: Sequence[LocomoSample], run: Loc
     settings = run.settings
     return {
         "dataset": str(config.path),
+        "form": config.form,
         "samples": [
             {"sample_id": s.sample_id, "sessions": len(s.sessions), "questions": len(s.questions)} for s in samples
         ],
