@@ -10,7 +10,17 @@ from typing import Annotated, Any
 import typer
 
 from services.cli.ingest import load_sessions
-from services.cli.recall import ApiKey, BaseUrl, DataDir, UserId, _call, _client, _data_dir, _print, err_console
+from services.cli.recall import (
+    ApiKey,
+    BaseUrl,
+    DataDir,
+    UserId,
+    api_client,
+    call_api,
+    err_console,
+    print_json,
+    stack_data_dir,
+)
 from services.common.runtime.settings import load_settings
 
 memories_app = typer.Typer(help="List, read, correct and forget what is remembered (over the recall API).")
@@ -37,14 +47,14 @@ def list_memories(
     if status:
         params["status"] = status
     items: list[Any] = []
-    with _client(data_dir, api_key, url) as client:
+    with api_client(data_dir, api_key, url) as client:
         while True:
-            page = _call(client, "GET", "/v1/memories", params={**params, **({"cursor": cursor} if cursor else {})})
+            page = call_api(client, "GET", "/v1/memories", params={**params, **({"cursor": cursor} if cursor else {})})
             items += page["items"]
             cursor = page["next_cursor"]
             if not all_pages or cursor is None:
                 break
-    _print({"items": items, "next_cursor": cursor})
+    print_json({"items": items, "next_cursor": cursor})
 
 
 @memories_app.command("get")
@@ -56,8 +66,8 @@ def get_fact(
     url: BaseUrl = None,
 ) -> None:
     """One fact with its status and validity."""
-    with _client(data_dir, api_key, url) as client:
-        _print(_call(client, "GET", f"/v1/facts/{fact_id}", params={"user_id": user}))
+    with api_client(data_dir, api_key, url) as client:
+        print_json(call_api(client, "GET", f"/v1/facts/{fact_id}", params={"user_id": user}))
 
 
 @memories_app.command("history")
@@ -69,8 +79,8 @@ def history(
     url: BaseUrl = None,
 ) -> None:
     """Every version of a fact, oldest first, with validity and provenance."""
-    with _client(data_dir, api_key, url) as client:
-        _print(_call(client, "GET", f"/v1/facts/{fact_id}/history", params={"user_id": user}))
+    with api_client(data_dir, api_key, url) as client:
+        print_json(call_api(client, "GET", f"/v1/facts/{fact_id}/history", params={"user_id": user}))
 
 
 @memories_app.command("forget")
@@ -82,8 +92,8 @@ def forget(
     url: BaseUrl = None,
 ) -> None:
     """Forget one fact or episode everywhere (carried out by the pruner; prints where to follow it)."""
-    with _client(data_dir, api_key, url) as client:
-        _print(_call(client, "DELETE", f"/v1/memories/{memory_id}", params={"user_id": user}))
+    with api_client(data_dir, api_key, url) as client:
+        print_json(call_api(client, "DELETE", f"/v1/memories/{memory_id}", params={"user_id": user}))
 
 
 @memories_app.command("correct")
@@ -98,8 +108,8 @@ def correct(
 ) -> None:
     """Correct a fact: the new value becomes current, the old one is kept as superseded history."""
     body = {"user_id": user, "value": value, "text": text}
-    with _client(data_dir, api_key, url) as client:
-        _print(_call(client, "POST", f"/v1/facts/{fact_id}/corrections", json=body))
+    with api_client(data_dir, api_key, url) as client:
+        print_json(call_api(client, "POST", f"/v1/facts/{fact_id}/corrections", json=body))
 
 
 def _batches(records: list[dict[str, Any]], sizes: list[int]) -> list[list[dict[str, Any]]]:
@@ -123,15 +133,15 @@ def add_sessions(
 ) -> None:
     """Validate locally with the ingest limits, then post over HTTP (`POST /v1/sessions:batch`).
     Exit code 1 when any record was rejected (here or by the server)."""
-    loaded = load_sessions(paths, load_settings(_data_dir(data_dir)).limits)
+    loaded = load_sessions(paths, load_settings(stack_data_dir(data_dir)).limits)
     for rejected in loaded.rejected:
         err_console.print(f"[red]rejected[/] {rejected}")
     records = [event.model_dump(mode="json") for _path, _line, event in loaded.valid]
     sizes = [len(event.model_dump_json()) for _path, _line, event in loaded.valid]
     accepted = duplicates = refused = 0
-    with _client(data_dir, api_key, url) as client:
+    with api_client(data_dir, api_key, url) as client:
         for batch in _batches(records, sizes):
-            result = _call(client, "POST", "/v1/sessions:batch", json={"sessions": batch})
+            result = call_api(client, "POST", "/v1/sessions:batch", json={"sessions": batch})
             accepted += result["accepted"]
             duplicates += result["duplicates"]
             refused += result["rejected"]
@@ -140,6 +150,6 @@ def add_sessions(
                     err_console.print(
                         f"[red]rejected by the server[/] {batch[item['index']]['event_id']}: {item['error']}"
                     )
-    _print({"accepted": accepted, "duplicates": duplicates, "rejected": refused + len(loaded.rejected)})
+    print_json({"accepted": accepted, "duplicates": duplicates, "rejected": refused + len(loaded.rejected)})
     if refused or loaded.rejected:
         raise typer.Exit(1)

@@ -31,12 +31,12 @@ BaseUrl = Annotated[
 UserId = Annotated[str, typer.Option("--user", "-u", help="End user id.")]
 
 
-def _data_dir(data_dir: Path | None) -> Path:
+def stack_data_dir(data_dir: Path | None) -> Path:
     return data_dir or Path(os.environ.get("TIERMEM_DATA_DIR") or DEFAULT_DATA_DIR)
 
 
-def _client(data_dir: Path | None, api_key: str | None, url: str | None) -> httpx.Client:
-    resolved = _data_dir(data_dir)
+def api_client(data_dir: Path | None, api_key: str | None, url: str | None) -> httpx.Client:
+    resolved = stack_data_dir(data_dir)
     if url is None:
         settings = load_settings(resolved)
         url = f"http://{settings.http_host}:{settings.http_port}"
@@ -49,7 +49,7 @@ def _client(data_dir: Path | None, api_key: str | None, url: str | None) -> http
     return httpx.Client(base_url=url, headers={"Authorization": f"Bearer {api_key}"}, timeout=60)
 
 
-def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
+def call_api(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
     try:
         response = client.request(method, path, **kwargs)
     except httpx.HTTPError as exc:
@@ -61,7 +61,7 @@ def _call(client: httpx.Client, method: str, path: str, **kwargs: Any) -> Any:
     return response.json()
 
 
-def _print(value: Any) -> None:
+def print_json(value: Any) -> None:
     console.print_json(json.dumps(value, ensure_ascii=False))
 
 
@@ -82,8 +82,8 @@ def auto(
         "channel": channel,
         "recent_messages": [{"role": "user", "content": text} for text in recent or []],
     }
-    with _client(data_dir, api_key, url) as client:
-        result = _call(client, "POST", "/v1/recall/auto", json=body)
+    with api_client(data_dir, api_key, url) as client:
+        result = call_api(client, "POST", "/v1/recall/auto", json=body)
     if result.get("section"):
         console.print(result["section"], markup=False, highlight=False)
     else:
@@ -102,8 +102,10 @@ def search(
     url: BaseUrl = None,
 ) -> None:
     """L1 memory_search: ids and abstracts."""
-    with _client(data_dir, api_key, url) as client:
-        _print(_call(client, "POST", "/v1/memories/search", json={"user_id": user, "query": query, "limit": limit}))
+    with api_client(data_dir, api_key, url) as client:
+        print_json(
+            call_api(client, "POST", "/v1/memories/search", json={"user_id": user, "query": query, "limit": limit})
+        )
 
 
 @recall_app.command("expand")
@@ -115,8 +117,8 @@ def expand(
     url: BaseUrl = None,
 ) -> None:
     """L1 memory_expand: the full episode or fact with provenance and source messages."""
-    with _client(data_dir, api_key, url) as client:
-        _print(_call(client, "GET", f"/v1/memories/{memory_id}", params={"user_id": user}))
+    with api_client(data_dir, api_key, url) as client:
+        print_json(call_api(client, "GET", f"/v1/memories/{memory_id}", params={"user_id": user}))
 
 
 @recall_app.command("graph")
@@ -129,8 +131,8 @@ def graph(
     url: BaseUrl = None,
 ) -> None:
     """L2 knowledge_graph_search: entities and relations around what the query names."""
-    with _client(data_dir, api_key, url) as client:
-        _print(_call(client, "POST", "/v1/graph/search", json={"user_id": user, "query": query, "hops": hops}))
+    with api_client(data_dir, api_key, url) as client:
+        print_json(call_api(client, "POST", "/v1/graph/search", json={"user_id": user, "query": query, "hops": hops}))
 
 
 def mcp_command(
@@ -151,7 +153,7 @@ def mcp_command(
     from services.cli.mcp_bridge import run_bridge
     from services.recall_api.settings import RecallApiSettings
 
-    resolved = _data_dir(data_dir)
+    resolved = stack_data_dir(data_dir)
     settings = load_settings(resolved)
     if api_key is None and (resolved / "dev-api-key").exists():
         api_key = (resolved / "dev-api-key").read_text(encoding="utf-8").strip()
