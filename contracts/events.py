@@ -123,6 +123,14 @@ class EpisodeCreated(_Event):
     raw_stream_sequence: int | None = Field(
         default=None, description="Stream sequence of the raw SessionCompleted message in the session stream."
     )
+    importance: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="How much the episode matters, 0 (chit-chat) to 1 (decisions, commitments, preferences, "
+        "errors, health, an explicit 'remember this'): from the summarising model, else the offline heuristic; "
+        "0.5 when the producer did not score it.",
+    )
 
 
 class EntityRef(BaseModel):
@@ -211,7 +219,8 @@ class ErasureCompleted(_Event):
 
 
 class PruneReport(_Event):
-    """What one prune pass removed (expired and never-recalled episodes, superseded fact versions)."""
+    """What one prune pass removed (expired and never-recalled episodes, superseded fact versions), what it
+    compressed and what importance kept."""
 
     event_type: Literal["prune.completed"] = Field(default="prune.completed", description="Discriminator.")
     schema_version: Literal[1] = Field(default=1, description="Version of this event's schema.")
@@ -229,6 +238,21 @@ class PruneReport(_Event):
     truncated_owners: list[str] = Field(
         default_factory=list,
         description="tenant/user pairs whose scan hit the scan limit; the next pass continues there.",
+    )
+    episodes_compressed: int = Field(
+        default=0,
+        ge=0,
+        description="Forgotten episodes folded into compressed summary episodes (also counted in "
+        "removed.episodes_unrecalled: they left the store as episodes; their gist and provenance live on).",
+    )
+    summaries_written: int = Field(
+        default=0, ge=0, description="Compressed summary episodes written (each lists all its source sessions)."
+    )
+    kept_by_importance: int = Field(
+        default=0,
+        ge=0,
+        description="Episodes past the never-recalled age that were kept because they are important or often "
+        "recalled (retention weighs importance, then access, then age).",
     )
 
 

@@ -29,6 +29,7 @@ from tiermem_client.models import (
     MemoryKind,
     MemoryListResponse,
     MemoryRecord,
+    ProceduresResponse,
     SaveFactResponse,
     SearchResponse,
     SessionAccepted,
@@ -229,6 +230,26 @@ def save_rule(
 def rules(user_id: str, *, channel: Channel = "private") -> Call[FactsResponse]:
     """Every current rule of `user_id` visible in `channel` (narrow them with `select_rules`)."""
     return facts(user_id, token_budget=8000, channel=channel, subject=PROCEDURE_SUBJECT)
+
+
+def procedures(
+    user_id: str,
+    *,
+    query: str | None = None,
+    token_budget: int | None = None,
+    channel: Channel = "private",
+    include_shared: bool = True,
+) -> Call[ProceduresResponse]:
+    """The working rules to load this turn: the user's and the tenant's shared ones, all while they fit
+    `token_budget`, else the ones relevant to `query` (the turn's message), best first."""
+    params: dict[str, str | int] = {"user_id": user_id, "channel": channel}
+    if query is not None:
+        params["query"] = query
+    if token_budget is not None:
+        params["token_budget"] = token_budget
+    if not include_shared:
+        params["include_shared"] = "false"
+    return Call("GET", "/v1/procedures", ProceduresResponse, params=params)
 
 
 def memory_instructions(lang: str = "en") -> Call[Instructions]:

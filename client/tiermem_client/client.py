@@ -164,6 +164,7 @@ class TiermemClient:
     erase_user = _sync(calls.erase_user)
     save_rule = _sync(calls.save_rule)
     rules = _sync(calls.rules)
+    procedures = _sync(calls.procedures)
     memory_instructions = _sync(calls.memory_instructions)
 
 
@@ -225,4 +226,5 @@ class AsyncTiermemClient:
     erase_user = _async(calls.erase_user)
     save_rule = _async(calls.save_rule)
     rules = _async(calls.rules)
+    procedures = _async(calls.procedures)
     memory_instructions = _async(calls.memory_instructions)

@@ -45,6 +45,7 @@ class AutoRecallResponse(_Result):
     top_score: float | None = None
     tokens: int
     skipped_reason: str | None = None
+    degraded: str | None = None  # "embedding_deadline": answered from keyword search alone, not late
 
 
 class SearchResponse(_Result):
@@ -199,3 +200,25 @@ class ErrorDetail(_Result):
 class Instructions(_Result):
     lang: str
     text: str
+
+
+class ProcedureRule(_Result):
+    id: str
+    topic: str
+    text: str
+    owner: Literal["user", "tenant"]
+    scope: str
+    since: str
+    relevance: float | None = None
+
+
+class ProceduresResponse(_Result):
+    """GET /v1/procedures: the turn's working rules (all while few, the relevant ones under the budget)."""
+
+    rules: list[ProcedureRule]
+    section: str
+    tokens: int
+    ranked: bool
+    total: int
+    omitted: int
+    left_out: list[ProcedureRule] = Field(default_factory=list)

@@ -33,10 +33,18 @@ _EN_SKIP = {
     "always", "never", "please", "from", "now", "going", "forward", "future", "default", "every", "time", "the",
     "start", "begin", "use", "give", "show", "put", "make", "write", "send", "keep", "don", "not", "ever", "with",
     "your", "my", "me", "for", "and", "when", "you", "any", "all", "first", "then", "answer", "reply",
+    "want", "would", "like", "should", "must", "need", "could",
 }  # fmt: skip
 _KO_LANGUAGE = re.compile(r"(한국어|영어|일본어|중국어|한글)로\s*(답|대답|말|써|작성|응답)")
 _KO_MARKERS = re.compile(r"(항상|앞으로|언제나|매번|절대|무조건)")
-_KO_IMPERATIVE = re.compile(r"(줘|줘요|주세요|해|해요|하세요|하지\s*마|마세요|말아\s*줘|말아요)[.!~ ]*$")
+# "해"/"해요" also end plain statements ("나는 커피 좋아해"): they make a rule only with a marker (항상, 앞으로).
+_KO_IMPERATIVE = re.compile(r"(줘|줘요|주세요|하세요|하지\s*마|마세요|말아\s*줘|말아요)[.!~ ]*$")
+_KO_PLAIN_ENDING = re.compile(r"(해|해요)[.!~ ]*$")
+_KO_SELF = {"나", "저", "내", "제", "우리", "저희"}  # "나는 …" states something about the user, not a rule
+# A sentence about someone ("I always walk the dog", "My dog never barks") is a habit, not a rule for the
+# assistant, unless it is addressed to it ("I want you to always …") or says what should be done.
+_EN_STATEMENT = re.compile(r"^\s*(i|i'm|we|he|she|they|it|my|our|his|her|their)\b", re.I)
+_EN_ADDRESSED = re.compile(r"\b(you|your|should|must|please)\b", re.I)
 _KO_TOPIC = re.compile(r"^\s*(?:앞으로\s+|항상\s+)?([가-힣A-Za-z0-9]{1,12}?)(?:은|는)\s")
 _LANGUAGE_NAMES = {"한국어": "korean", "한글": "korean", "영어": "english", "일본어": "japanese", "중국어": "chinese"}
 
@@ -63,7 +71,7 @@ def _english_rule(sentence: str) -> RuleStatement | None:
         return None
     if _EN_LANGUAGE.search(sentence) and _EN_MARKERS.search(sentence):
         return RuleStatement("answer_language", sentence)
-    if not _EN_MARKERS.search(sentence):
+    if not _EN_MARKERS.search(sentence) or (_EN_STATEMENT.search(sentence) and not _EN_ADDRESSED.search(sentence)):
         return None
     words = [w.casefold() for w in re.findall(r"[A-Za-z]+", sentence)]
     content = [w for w in words if len(w) >= 3 and w not in _EN_SKIP]
@@ -79,13 +87,14 @@ def _korean_rule(sentence: str) -> RuleStatement | None:
     language = _KO_LANGUAGE.search(sentence)
     if language:
         return RuleStatement("answer_language", sentence)
-    if not _KO_IMPERATIVE.search(sentence):
+    marked = _KO_MARKERS.search(sentence) is not None
+    if not (_KO_IMPERATIVE.search(sentence) or (marked and _KO_PLAIN_ENDING.search(sentence))):
         return None
     topic = _KO_TOPIC.search(sentence)
-    if topic:
+    if topic and topic.group(1) not in _KO_SELF:
         return RuleStatement(topic.group(1), sentence)
-    if _KO_MARKERS.search(sentence):
-        return RuleStatement(rule_topic(sentence), sentence)
+    if marked:
+        return RuleStatement(_text_topic(sentence), sentence)
     return None  # a one-off request ("이거 좀 봐줘"), not a standing rule
 
 
@@ -99,14 +108,16 @@ def extract_rules(text: str) -> list[RuleStatement]:
     return found
 
 
+def _text_topic(text: str) -> str:
+    folded = unicodedata.normalize("NFKC", text.strip()).casefold()
+    return re.sub(r"[^\w]+", "_", folded).strip("_")[:60] or "rule"
+
+
 def rule_topic(text: str) -> str:
     """The topic of a rule given without one: what `extract_rules` would pick, else the text itself."""
     stripped = text.strip()
     rule = _korean_rule(stripped) or _english_rule(stripped)
-    if rule is not None:
-        return rule.topic
-    folded = unicodedata.normalize("NFKC", stripped).casefold()
-    return re.sub(r"[^\w]+", "_", folded).strip("_")[:60] or "rule"
+    return rule.topic if rule is not None else _text_topic(stripped)
 
 
 def _bigrams(text: str) -> set[str]:

@@ -1,8 +1,9 @@
 """One turn's prompt from the recall API: rules, recalled memory and history within the slot budgets.
 
-`turn_context` (blocking) and `aturn_context` (asyncio) fetch the user's rules and the tenant's shared
-rules, narrow them to the turn when they do not fit half the system slot, ask `auto` for a memory
-section sized to the memory slot, and let `ContextBuilder` assemble and report what it dropped.
+`turn_context` (blocking) and `aturn_context` (asyncio) ask `GET /v1/procedures` for the user's and the
+tenant's rules within half the system slot (all while they fit, else the ones relevant to the turn:
+the server ranks them), ask `auto` for a memory section sized to the memory slot, and let
+`ContextBuilder` assemble and report what it dropped.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from dataclasses import dataclass
 from tiermem_client.calls import Channel
 from tiermem_client.client import AsyncTiermemClient, TiermemClient
 from tiermem_client.context import BuiltContext, ContextBuilder, Dropped
-from tiermem_client.models import AutoRecallResponse, ChatTurn
-from tiermem_client.procedures import SHARED_RULES_USER, SelectedRules, select_rules
+from tiermem_client.models import AutoRecallResponse, ChatTurn, ProceduresResponse
+from tiermem_client.procedures import SelectedRules
+
+MAX_RULES_BUDGET = 8000  # the recall API's largest `token_budget` for procedures
 
 
 @dataclass
@@ -38,10 +41,23 @@ class TurnRequest:
     lang: str = "en"
 
 
+def _selected(response: ProceduresResponse) -> SelectedRules:
+    return SelectedRules(
+        rules=[rule.text for rule in response.rules],
+        tokens=response.tokens,
+        left_out=[rule.text for rule in response.left_out],
+        ranked=response.ranked,
+    )
+
+
 def _assemble(
-    builder: ContextBuilder, request: TurnRequest, rules: list[str], instructions: str, recalled: AutoRecallResponse
+    builder: ContextBuilder,
+    request: TurnRequest,
+    procedures: ProceduresResponse,
+    instructions: str,
+    recalled: AutoRecallResponse,
 ) -> TurnContext:
-    selected = select_rules(rules, request.message, builder.budget("system") // 2, builder.counter)
+    selected = _selected(procedures)
     built = builder.build(
         system_prompt=request.system_prompt,
         rules=selected.rules,
@@ -56,14 +72,15 @@ def _assemble(
     return TurnContext(built=built, rules=selected, recalled=recalled)
 
 
-def _all_rules(personal: list[str], shared: list[str]) -> list[str]:
-    # The user's own rules first: when a personal and a shared rule disagree, the personal one is seen first.
-    return personal + [rule for rule in shared if rule not in personal]
+def rules_budget(builder: ContextBuilder) -> int:
+    """Rules may take half the system slot; the system prompt keeps the rest."""
+    return max(1, min(builder.budget("system") // 2, MAX_RULES_BUDGET))
 
 
 def turn_context(client: TiermemClient, builder: ContextBuilder, request: TurnRequest) -> TurnContext:
-    personal = [item.abstract for item in client.rules(request.user_id, channel=request.channel).items]
-    shared = [item.abstract for item in client.rules(SHARED_RULES_USER, channel=request.channel).items]
+    procedures = client.procedures(
+        request.user_id, query=request.message, token_budget=rules_budget(builder), channel=request.channel
+    )
     instructions = client.memory_instructions(request.lang).text
     recalled = client.auto(
         request.user_id,
@@ -72,12 +89,13 @@ def turn_context(client: TiermemClient, builder: ContextBuilder, request: TurnRe
         channel=request.channel,
         token_budget=max(1, builder.memory_budget(instructions)),
     )
-    return _assemble(builder, request, _all_rules(personal, shared), instructions, recalled)
+    return _assemble(builder, request, procedures, instructions, recalled)
 
 
 async def aturn_context(client: AsyncTiermemClient, builder: ContextBuilder, request: TurnRequest) -> TurnContext:
-    personal = [item.abstract for item in (await client.rules(request.user_id, channel=request.channel)).items]
-    shared = [item.abstract for item in (await client.rules(SHARED_RULES_USER, channel=request.channel)).items]
+    procedures = await client.procedures(
+        request.user_id, query=request.message, token_budget=rules_budget(builder), channel=request.channel
+    )
     instructions = (await client.memory_instructions(request.lang)).text
     recalled = await client.auto(
         request.user_id,
@@ -86,4 +104,4 @@ async def aturn_context(client: AsyncTiermemClient, builder: ContextBuilder, req
         channel=request.channel,
         token_budget=max(1, builder.memory_budget(instructions)),
     )
-    return _assemble(builder, request, _all_rules(personal, shared), instructions, recalled)
+    return _assemble(builder, request, procedures, instructions, recalled)

@@ -147,6 +147,12 @@ def _register_subcommands() -> None:
     app.add_typer(audit_app, name="audit")
     app.add_typer(eval_app, name="eval")
     app.add_typer(bench_app, name="bench")
+    from services.cli.benchmarks.telemetry import telemetry_command  # issue 15: the cost of tracing
+
+    bench_app.command("telemetry")(telemetry_command)
+    from services.cli.evaluation.extraction import extraction_command  # issue 17: offline extraction
+
+    eval_app.command("extraction")(extraction_command)
 
     from services.cli.recall import mcp_command, recall_app
 

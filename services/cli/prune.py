@@ -75,5 +75,9 @@ def prune_command(
         raise typer.Exit(1) from exc
     counts = ", ".join(f"{k} {v}" for k, v in report.removed.items())
     console.print(f"pruned ({where}, {report.owners_scanned} owners): {counts}")
+    console.print(
+        f"compressed {report.episodes_compressed} episodes into {report.summaries_written} summaries; "
+        f"kept by importance or recalls: {report.kept_by_importance}"
+    )
     if report.truncated_owners:
         console.print(f"[yellow]scan limit reached for[/] {report.truncated_owners}; the next pass continues there")

@@ -10,6 +10,7 @@ from faststream.nats import NatsBroker
 
 from contracts import EpisodeCreated, SessionCompleted, SizeLimitExceeded, Subjects, check_session_size
 from services.common.domain.ids import deterministic_uuid
+from services.common.domain.importance import messages_importance
 from services.common.domain.owner import Owner
 from services.common.domain.text import detect_language
 from services.common.runtime.broker import ConsumerSpec, Delivery, PoisonMessage, durable_subscriber
@@ -79,6 +80,10 @@ async def _consolidate(
     abstract = make_abstract(summary.summary) or make_abstract(
         " ".join(m.content for m in event.messages if m.role == "user")
     )
+    # The model's rating when it gave a usable one (same call as the summary), else the offline heuristic.
+    importance = summary.importance
+    if importance is None:
+        importance = messages_importance(m.content for m in event.messages if m.role in ("user", "assistant"))
     episode = Episode(
         episode_id=episode_id_for(owner, event.session_id),
         session_id=event.session_id,
@@ -95,6 +100,7 @@ async def _consolidate(
         raw_stream=ctx.subjects.session_stream,
         raw_stream_sequence=delivery.stream_sequence,
         usage=usage,
+        importance=importance,
     )
     passages = [
         episode.passage(p.index, p.text, first_turn=p.first_turn, last_turn=p.last_turn)
@@ -121,6 +127,7 @@ async def _consolidate(
         abstract=abstract,
         entity_names=list(summary.entity_names),
         raw_stream_sequence=delivery.stream_sequence,
+        importance=importance,
     )
     await ctx.publisher.publish(
         created,

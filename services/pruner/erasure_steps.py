@@ -317,6 +317,13 @@ async def episode_sessions(scope: ErasureScope, episode_id: str, progress: Erasu
     for record in found:
         if record.session_id not in progress.session_ids:
             progress.session_ids.append(record.session_id)
+    # A source episode the pruner compressed is gone as a point; the compressed summary still names its session.
+    for compressed in await scope.episodes.scroll(scope.owner, _compressed_from(episode_id), scope.scan_limit):
+        session_id = dict(zip(compressed.source_episode_ids, compressed.source_session_ids, strict=False)).get(
+            episode_id
+        )
+        if session_id is not None and session_id not in progress.session_ids:
+            progress.session_ids.append(session_id)
     if not progress.session_ids:
         log.warning(
             "episode %s of tenant %s not found in the vector index: erasing its graph and fact traces only",
@@ -324,6 +331,11 @@ async def episode_sessions(scope: ErasureScope, episode_id: str, progress: Erasu
             scope.owner.tenant_id,
         )
     return frozenset(progress.session_ids)
+
+
+def _compressed_from(episode_id: str) -> SearchFilter:
+    """Compressed summary episodes that folded in `episode_id`."""
+    return SearchFilter(match={"source_episode_ids": episode_id})
 
 
 @dataclass(frozen=True)
@@ -416,7 +428,15 @@ class EpisodeErasure:
         return graph_counts(await self.scope.graph.delete_episode(self.scope.owner, self.episode_id))
 
     async def vectors(self) -> dict[str, int]:
-        return {"passages": (await self.scope.episodes.delete(self.scope.owner, [self.episode_id])).passages}
+        """The episode and its passages, and every compressed summary that folded it in (whole: the
+        summary cannot be rebuilt without its sources, and its other sources were already forgotten)."""
+        scope = self.scope
+        compressed = [e.episode_id for e in await scope.episodes.scroll(scope.owner, _compressed_from(self.episode_id))]
+        deleted = await scope.episodes.delete(scope.owner, [self.episode_id, *compressed])
+        removed = {"passages": deleted.passages}
+        if compressed:
+            removed["compressed_episodes"] = len(compressed)
+        return removed
 
     async def verify(self) -> dict[str, int]:
         scope = self.scope
@@ -426,6 +446,8 @@ class EpisodeErasure:
             problems.append("episode point")
         if await episodes.count_passages(owner, SearchFilter(match={"episode_id": self.episode_id})):
             problems.append("passages")
+        if await episodes.count(owner, _compressed_from(self.episode_id)):
+            problems.append("compressed summary")
         if await scope.facts.count(owner, SearchFilter(match={"episode_ids": self.episode_id})):
             problems.append("fact provenance")
         if self.session_ids:

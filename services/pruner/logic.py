@@ -6,7 +6,10 @@ Prune rules (DESIGN.md §3):
 - an episode not recalled for `unrecalled_max_age` — counted from its last recall, or from when it
   was stored when it was never recalled (the session's date only for points stored before the store
   recorded that), so importing old conversations does not make them prunable at the next pass — is
-  pruned before its TTL;
+  forgotten before its TTL. Retention weighs importance first (at or above `keep_importance` an episode
+  is never forgotten by age), then access (the age is stretched by importance and by recalls, see
+  `hold_seconds`), then age. A forgotten episode is first compressed into a summary episode with its
+  siblings (`compression.py`); a forgotten compressed summary is deleted;
 - a superseded fact version goes `superseded_grace` after it was superseded;
 - current facts (and the graph) are the semantic tier: no rule here ever touches them.
 
@@ -37,6 +40,7 @@ Clock = Callable[[], datetime]
 """Returns the current time (timezone-aware). Injected so tests control it."""
 
 EpisodeVerdict = Literal["expired", "unrecalled"]
+EpisodeRetention = Literal["expired", "unrecalled", "kept_by_importance"]
 
 
 def utc_now() -> datetime:
@@ -55,25 +59,70 @@ def _check_aware(now: datetime) -> float:
 
 @dataclass(frozen=True, slots=True)
 class PrunePolicy:
+    """The prune rules' knobs. The retention knobs default to neutral (no importance threshold, no
+    stretch): then the never-recalled rule is the plain age rule it was before importance existed."""
+
     unrecalled_max_age: timedelta | None
     """None disables the never-recalled rule."""
     superseded_grace: timedelta
+    keep_importance: float | None = None
+    """Episodes at or above this importance are never forgotten by age (only their TTL ends them)."""
+    importance_stretch: float = 0.0
+    """How far importance moves the never-recalled age: × (1 - s + 2·s·importance), so 0.5 → × (0.5 + importance)."""
+    recall_stretch: float = 0.0
+    """How far recalls move it: × (1 + r·ln(1 + recall_count))."""
 
     @classmethod
-    def from_days(cls, unrecalled_max_age_days: float | None, superseded_grace_days: float) -> PrunePolicy:
+    def from_days(
+        cls,
+        unrecalled_max_age_days: float | None,
+        superseded_grace_days: float,
+        *,
+        keep_importance: float | None = None,
+        importance_stretch: float = 0.0,
+        recall_stretch: float = 0.0,
+    ) -> PrunePolicy:
         if unrecalled_max_age_days is not None and unrecalled_max_age_days <= 0:
             raise ValueError(f"unrecalled_max_age_days must be positive, got {unrecalled_max_age_days}")
         if superseded_grace_days < 0:
             raise ValueError(f"superseded_grace_days must not be negative, got {superseded_grace_days}")
+        if not 0 <= importance_stretch < 1 or recall_stretch < 0:
+            raise ValueError(
+                f"importance_stretch must be in [0, 1), recall_stretch >= 0: {importance_stretch}, {recall_stretch}"
+            )
         return cls(
             unrecalled_max_age=None if unrecalled_max_age_days is None else timedelta(days=unrecalled_max_age_days),
             superseded_grace=timedelta(days=superseded_grace_days),
+            keep_importance=keep_importance,
+            importance_stretch=importance_stretch,
+            recall_stretch=recall_stretch,
         )
 
+    def shortest_hold(self) -> timedelta | None:
+        """The shortest never-recalled age any episode can get (importance 0, never recalled): where the
+        scan for candidates starts."""
+        if self.unrecalled_max_age is None:
+            return None
+        return self.unrecalled_max_age * (1.0 - self.importance_stretch)
 
-def episode_verdict(times: PointTimes, now: datetime, policy: PrunePolicy) -> EpisodeVerdict | None:
-    """Why the episode should be pruned at `now`, or None to keep it. An episode that carries no
-    usable time is kept: nothing is deleted on a guess."""
+
+def hold_seconds(times: PointTimes, policy: PrunePolicy) -> float:
+    """How long the episode may go unrecalled before it is forgotten: the never-recalled age, stretched
+    (or shrunk) by its importance, then stretched by how often it was recalled (an Ebbinghaus-style
+    curve: every recall makes the memory last longer, with diminishing returns)."""
+    if policy.unrecalled_max_age is None:
+        return math.inf
+    s = policy.importance_stretch
+    by_importance = 1.0 - s + 2.0 * s * min(max(times.importance, 0.0), 1.0)
+    by_access = 1.0 + policy.recall_stretch * math.log1p(max(times.recall_count, 0))
+    return policy.unrecalled_max_age.total_seconds() * by_importance * by_access
+
+
+def retention(times: PointTimes, now: datetime, policy: PrunePolicy) -> EpisodeRetention | None:
+    """What happens to the episode at `now`: "expired" (its TTL, a hard limit), "unrecalled" (forgotten:
+    compressed, or deleted when it already is a compressed summary), "kept_by_importance" (age alone would
+    have forgotten it, importance or recalls keep it), or None (kept). Evaluated in the order importance,
+    access, age. An episode that carries no usable time is kept: nothing is deleted on a guess."""
     now_ts = _check_aware(now)
     if times.expires_at_ts is not None and times.expires_at_ts <= now_ts:
         return "expired"
@@ -85,9 +134,19 @@ def episode_verdict(times: PointTimes, now: datetime, policy: PrunePolicy) -> Ep
     known = [t for t in (stored, times.last_recalled_at_ts) if t is not None]
     if not known:
         return None
-    if now_ts - max(known) >= policy.unrecalled_max_age.total_seconds():
+    idle = now_ts - max(known)
+    aged_out = idle >= policy.unrecalled_max_age.total_seconds()
+    if policy.keep_importance is not None and times.importance >= policy.keep_importance:
+        return "kept_by_importance" if aged_out else None
+    if idle >= hold_seconds(times, policy):
         return "unrecalled"
-    return None
+    return "kept_by_importance" if aged_out else None
+
+
+def episode_verdict(times: PointTimes, now: datetime, policy: PrunePolicy) -> EpisodeVerdict | None:
+    """Why the episode should be pruned at `now`, or None to keep it (see `retention`)."""
+    verdict = retention(times, now, policy)
+    return None if verdict == "kept_by_importance" else verdict
 
 
 def passage_expired(times: PointTimes, now: datetime) -> bool:

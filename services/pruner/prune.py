@@ -1,5 +1,6 @@
-"""The prune pass: every rule of `logic` applied to every owner of the vector collections, reported
-as a PruneReport event. The graph is the semantic tier and is never pruned; neither are current facts."""
+"""The prune pass: every rule of `logic` applied to every owner of the vector collections (forgotten
+episodes compressed by `compression` first, deleted later), reported as a PruneReport event. The
+graph is the semantic tier and is never pruned; neither are current facts."""
 
 from __future__ import annotations
 
@@ -11,10 +12,19 @@ from contracts import PruneReport
 from services.common.domain.ids import deterministic_uuid
 from services.common.domain.owner import Owner
 from services.common.runtime.resources import Resources, ServiceContext
-from services.common.stores.episodes import EpisodeStore
+from services.common.stores.episodes import Episode, EpisodeStore
 from services.common.stores.facts import FactStore
+from services.common.stores.tombstones import TombstoneStore, UserBeingErased
 from services.common.stores.vector.port import SearchFilter
-from services.pruner.logic import PrunePolicy, add_counts, passage_expired, plan_episode_prune, superseded_fact_due
+from services.pruner.compression import compress_episodes, group_for_compression
+from services.pruner.logic import (
+    PrunePolicy,
+    add_counts,
+    passage_expired,
+    plan_episode_prune,
+    retention,
+    superseded_fact_due,
+)
 from services.pruner.settings import PrunerSettings
 
 log = logging.getLogger(__name__)
@@ -22,10 +32,19 @@ log = logging.getLogger(__name__)
 # Store time windows are half-open ([after, before)); expiry is inclusive, hence the margin. The
 # rules re-check every point, so the margin can only make a page return a point that stays.
 _INCLUSIVE_MARGIN = timedelta(milliseconds=1)
+# Counted by the pass but reported beside `removed` (they are not removals).
+_RETENTION_COUNTS = ("episodes_compressed", "summaries_written", "kept_by_importance")
+COMPRESSION_WRITER = "pruner-compression"
 
 
 def prune_policy(settings: PrunerSettings) -> PrunePolicy:
-    return PrunePolicy.from_days(settings.unrecalled_max_age_days, settings.superseded_grace_days)
+    return PrunePolicy.from_days(
+        settings.unrecalled_max_age_days,
+        settings.superseded_grace_days,
+        keep_importance=settings.importance_keep_threshold,
+        importance_stretch=settings.importance_stretch,
+        recall_stretch=settings.recall_stretch,
+    )
 
 
 def _tally(verdicts: Iterable[str]) -> dict[str, int]:
@@ -58,27 +77,111 @@ async def _prune_expired_episodes(
 
 
 async def _prune_unrecalled_episodes(
-    episodes: EpisodeStore, owner: Owner, now: datetime, policy: PrunePolicy, settings: PrunerSettings
+    episodes: EpisodeStore,
+    tombstones: TombstoneStore | None,
+    owner: Owner,
+    now: datetime,
+    policy: PrunePolicy,
+    settings: PrunerSettings,
 ) -> tuple[dict[str, int], bool]:
-    """Episodes never recalled (or not for a long time): old enough by session time (an episode is
-    stored after its session ended, so this never misses one), then checked in full against when it
-    was stored and last recalled. Returns the counts and whether the scan hit the scan limit."""
+    """Episodes not recalled for long enough given their importance and recalls (`logic.retention`):
+    old enough by session time for the shortest possible hold (an episode is stored after its session
+    ended, so this never misses one), then checked in full. Forgotten episodes are compressed (or
+    deleted when compression is off, or when they already are compressed summaries). Returns the counts
+    and whether the scan hit the scan limit."""
     removed: dict[str, int] = {}
-    if policy.unrecalled_max_age is None:
+    shortest = policy.shortest_hold()
+    if shortest is None:
         return removed, False
-    cutoff = now - policy.unrecalled_max_age
     candidates = await episodes.scroll_times(
-        owner, SearchFilter(before=cutoff + _INCLUSIVE_MARGIN, time_field="occurred_at_ts"), settings.scan_limit
+        owner, SearchFilter(before=now - shortest + _INCLUSIVE_MARGIN, time_field="occurred_at_ts"), settings.scan_limit
     )
     truncated = len(candidates) >= settings.scan_limit
-    planned = plan_episode_prune(candidates, now, policy)
-    ids = list(planned)
+    verdicts = {times.point_id: (times, retention(times, now, policy)) for times in candidates}
+    add_counts(removed, {"kept_by_importance": sum(v == "kept_by_importance" for _, v in verdicts.values())})
+    # Expired ones (their TTL passed during the pass) are deleted, never compressed.
+    compressible = {
+        times.point_id
+        for times, verdict in verdicts.values()
+        if verdict == "unrecalled" and tombstones is not None and not times.compressed
+    }
+    to_compress = [point_id for point_id in verdicts if point_id in compressible]
+    to_delete = [
+        point_id
+        for point_id, (_, verdict) in verdicts.items()
+        if verdict in ("unrecalled", "expired") and point_id not in compressible
+    ]
+    if to_compress and tombstones is not None:
+        try:
+            compressed, direct = await _compress(episodes, tombstones, owner, to_compress, now, settings)
+        except UserBeingErased:
+            # The erasure removes them anyway; nothing is written for a user being erased.
+            log.info("prune: %s/%s is being erased; compression skipped", owner.tenant_id, owner.user_id)
+        else:
+            add_counts(removed, compressed)
+            to_delete.extend(direct)
     page_size = settings.prune_page_size
-    for start in range(0, len(ids), page_size):
-        chunk = ids[start : start + page_size]
-        add_counts(removed, _tally(planned[episode_id] for episode_id in chunk))
+    for start in range(0, len(to_delete), page_size):
+        chunk = to_delete[start : start + page_size]
+        add_counts(removed, _tally(verdicts[episode_id][1] or "unrecalled" for episode_id in chunk))
         add_counts(removed, await _delete_episodes(episodes, owner, chunk))
     return removed, truncated
+
+
+async def _compress(
+    episodes: EpisodeStore,
+    tombstones: TombstoneStore,
+    owner: Owner,
+    episode_ids: Sequence[str],
+    now: datetime,
+    settings: PrunerSettings,
+) -> tuple[dict[str, int], list[str]]:
+    """Fold the episodes into compressed summaries (written first), then delete them. Returns the counts
+    and the ids to delete outright: those that cannot be read as episodes, and those a summary already
+    folded in (a pass that crashed between writing a summary and deleting its sources)."""
+    counts: dict[str, int] = {}
+    readable: list[Episode] = []
+    for start in range(0, len(episode_ids), settings.prune_page_size):
+        readable.extend(await episodes.get(owner, episode_ids[start : start + settings.prune_page_size]))
+    folded = {
+        source
+        for summary in await episodes.scroll(
+            owner, SearchFilter(match={"source_episode_ids": list(episode_ids)}), settings.scan_limit
+        )
+        for source in summary.source_episode_ids
+    }
+    pending = [episode for episode in readable if episode.episode_id not in folded]
+    for group in group_for_compression(pending, settings.compress_max_group):
+        add_counts(counts, await _compress_group(episodes, tombstones, owner, group, now, settings))
+    found = {episode.episode_id for episode in pending}
+    return counts, [episode_id for episode_id in episode_ids if episode_id not in found]
+
+
+async def _compress_group(
+    episodes: EpisodeStore,
+    tombstones: TombstoneStore,
+    owner: Owner,
+    group: Sequence[Episode],
+    now: datetime,
+    settings: PrunerSettings,
+) -> dict[str, int]:
+    """One compressed summary for the group, then the group goes. Guarded like every writer: a summary is
+    never written for a user whose erasure runs or has removed these sessions (it would bring them back)."""
+    lineage = max((e.raw_stream_sequence for e in group if e.raw_stream_sequence is not None), default=None)
+    async with tombstones.guard(owner, COMPRESSION_WRITER, lineage, wait=False) as guard:
+        if guard.erased:
+            return {}
+        compressed = compress_episodes(owner, group, now=now, max_chars=settings.compressed_summary_max_chars)
+        if not await guard.still_allowed():
+            return {}
+        # The summary is written before its sources go: a crash in between loses nothing, and the next
+        # pass deletes the sources (they are already folded in).
+        await episodes.write(owner, compressed.episode, compressed.passages)
+    sources = [episode.episode_id for episode in group]
+    counts = await _delete_episodes(episodes, owner, sources)
+    return add_counts(
+        counts, {"episodes_unrecalled": len(sources), "episodes_compressed": len(sources), "summaries_written": 1}
+    )
 
 
 async def _prune_orphaned_passages(
@@ -122,6 +225,7 @@ async def _prune_superseded_facts(
 async def _prune_owner(
     episodes: EpisodeStore,
     facts: FactStore,
+    tombstones: TombstoneStore | None,
     owner: Owner,
     now: datetime,
     policy: PrunePolicy,
@@ -130,7 +234,7 @@ async def _prune_owner(
     """Apply every rule to one owner; returns the counts and whether a scan hit the scan limit."""
     page_size = settings.prune_page_size
     removed = await _prune_expired_episodes(episodes, owner, now, policy, page_size)
-    unrecalled, truncated = await _prune_unrecalled_episodes(episodes, owner, now, policy, settings)
+    unrecalled, truncated = await _prune_unrecalled_episodes(episodes, tombstones, owner, now, policy, settings)
     add_counts(removed, unrecalled)
     add_counts(removed, await _prune_orphaned_passages(episodes, owner, now, page_size))
     add_counts(removed, await _prune_superseded_facts(facts, owner, now, policy, page_size))
@@ -144,11 +248,15 @@ async def run_prune_pass(resources: Resources, settings: PrunerSettings, now: da
     started = datetime.now(UTC)
     policy = prune_policy(settings)
     episodes, facts = await resources.episodes(), await resources.facts()
+    # Compression writes, so it is guarded by the erasure tombstones like every other writer.
+    tombstones = await resources.tombstones() if settings.forget_compress else None
     owners = await episodes.owners() | await facts.owners()
     removed = {"episodes_expired": 0, "episodes_unrecalled": 0, "passages": 0, "facts_superseded": 0}
+    retained: dict[str, int] = {}
     truncated: list[str] = []
     for owner in sorted(owners, key=lambda o: (o.tenant_id, o.user_id)):
-        counts, owner_truncated = await _prune_owner(episodes, facts, owner, now, policy, settings)
+        counts, owner_truncated = await _prune_owner(episodes, facts, tombstones, owner, now, policy, settings)
+        add_counts(retained, {key: counts.pop(key, 0) for key in _RETENTION_COUNTS})
         add_counts(removed, counts)
         if owner_truncated:
             truncated.append(f"{owner.tenant_id}/{owner.user_id}")
@@ -160,6 +268,9 @@ async def run_prune_pass(resources: Resources, settings: PrunerSettings, now: da
         owners_scanned=len(owners),
         removed=removed,
         truncated_owners=truncated,
+        episodes_compressed=retained.get("episodes_compressed", 0),
+        summaries_written=retained.get("summaries_written", 0),
+        kept_by_importance=retained.get("kept_by_importance", 0),
     )
 
 

@@ -26,6 +26,38 @@ class PrunerSettings(TierMemSettings):
             "stored when never recalled) are pruned before their TTL; unset disables the rule."
         ),
     )
+    importance_keep_threshold: float | None = Field(
+        default=0.8,
+        ge=0,
+        le=1,
+        description="Episodes at or above this importance are never forgotten by age, only at their TTL; unset: "
+        "importance only stretches the never-recalled age.",
+    )
+    importance_stretch: float = Field(
+        default=0.5,
+        ge=0,
+        lt=1,
+        description="How far importance moves the never-recalled age: × (1 - s + 2·s·importance), so with 0.5 an "
+        "episode of importance 0.2 goes after 0.7 × the age and one of 0.75 after 1.25 ×; 0 ignores importance.",
+    )
+    recall_stretch: float = Field(
+        default=1.0,
+        ge=0,
+        description="How far recalls stretch the never-recalled age: × (1 + r·ln(1 + recall count)); one recall "
+        "gives × 1.69, five × 2.79 with 1.0; 0: only the time of the last recall counts.",
+    )
+    forget_compress: bool = Field(
+        default=True,
+        description="Forgotten episodes are first compressed into one summary episode per owner and visibility "
+        "(keeping provenance to every source session) and deleted only when that summary is forgotten in turn; "
+        "false: deleted at once.",
+    )
+    compress_max_group: int = Field(
+        default=50, ge=1, description="Most forgotten episodes folded into one compressed summary."
+    )
+    compressed_summary_max_chars: int = Field(
+        default=4000, ge=200, description="Longest summary of a compressed episode (each source gets an equal share)."
+    )
     superseded_grace_days: float = Field(
         default=30.0, ge=0, description="Superseded fact versions are deleted this long after they were superseded."
     )

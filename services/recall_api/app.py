@@ -19,6 +19,7 @@ from services.recall_api.auth import check_api_keys
 from services.recall_api.http_guard import RequestGuard, install_error_handlers
 from services.recall_api.http_telemetry import HttpTelemetry
 from services.recall_api.mcp_server import build_mcp_server, streamable_http_endpoint
+from services.recall_api.procedures import procedures_router
 from services.recall_api.routes import router
 from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
@@ -76,6 +77,7 @@ def create_app(settings: RecallApiSettings | None = None, resources: Resources |
     app.state.recall_service = service
     app.include_router(router)
     app.include_router(write_router)
+    app.include_router(procedures_router)
     install_ui(app)  # the memory browser under /ui (its own cookie sessions; not behind the Bearer guard)
     install_error_handlers(app)
     app.add_middleware(

@@ -32,6 +32,41 @@ class Query:
 
 
 @dataclass(frozen=True, slots=True)
+class ScoreParts:
+    """The two halves of a candidate's fused relevance, each in [0, 1] (None: that branch did not
+    run): what the L0 gate checks for keyword and dense agreement."""
+
+    dense: float | None
+    keyword: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateSet:
+    """Candidates with the best relevance seen and, per candidate id, the parts of its best hit."""
+
+    candidates: list[Candidate]
+    top_score: float | None
+    parts: dict[str, ScoreParts]
+
+
+def best_hit_parts(
+    episode_hits: Sequence[EpisodeHit], passage_hits: Sequence[PassageHit], fact_hits: Sequence[FactHit]
+) -> dict[str, ScoreParts]:
+    """Memory id → the score parts of its best-scoring hit (a passage stands for its episode, as in
+    `ranking.merge_episode_hits`)."""
+    best: dict[str, tuple[float, ScoreParts]] = {}
+    scored: list[tuple[str, float, ScoreParts]] = [
+        *((h.episode.episode_id, h.score, ScoreParts(h.dense_score, h.keyword_score)) for h in episode_hits),
+        *((h.passage.episode_id, h.score, ScoreParts(h.dense_score, h.keyword_score)) for h in passage_hits),
+        *((h.stored.fact_id, h.score, ScoreParts(h.dense_score, h.keyword_score)) for h in fact_hits),
+    ]
+    for memory_id, score, parts in scored:
+        if memory_id and (memory_id not in best or score > best[memory_id][0]):
+            best[memory_id] = (score, parts)
+    return {memory_id: parts for memory_id, (_, parts) in best.items()}
+
+
+@dataclass(frozen=True, slots=True)
 class CandidateSearch:
     """What to look for: the kinds of memory, the channel and agent they must belong to, and how many
     hits to fetch per collection before ranking."""
@@ -91,6 +126,11 @@ class CandidateRetriever:
     ) -> tuple[list[Candidate], float | None]:
         """Episodes (directly or through a passage) and facts matching the query, scope conflicts
         resolved; plus the best relevance seen."""
+        found = await self.candidate_set(owner, query, search)
+        return found.candidates, found.top_score
+
+    async def candidate_set(self, owner: Owner, query: Query, search: CandidateSearch) -> CandidateSet:
+        """`candidates`, with the keyword and dense parts of each candidate's best hit."""
         episodes = await self.resources.episodes()
         facts = await self.resources.facts()
         episode_search = episode_filter(search.channel, search.agent_id, search.now)
@@ -106,7 +146,7 @@ class CandidateRetriever:
             candidates.extend(await self._episodes(episodes, owner, episode_hits, passage_hits, episode_search))
         if "fact" in search.kinds:
             candidates.extend(await self._facts(facts, owner, fact_hits, search))
-        return candidates, top_score
+        return CandidateSet(candidates, top_score, best_hit_parts(episode_hits, passage_hits, fact_hits))
 
     @staticmethod
     async def _episode_hits(

@@ -9,11 +9,13 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+from services.common.domain.fact_attributes import is_procedure_attribute
 from services.common.domain.owner import Owner
 from services.common.domain.text import TokenCounter
 from services.common.stores.vector.port import HybridWeights
-from services.recall_api import l0_query, memory_section, ranking
+from services.recall_api import l0_deadline, l0_query, l0_select, memory_section, ranking
 from services.recall_api.candidates import CandidateRetriever, CandidateSearch, note_recalled
+from services.recall_api.l0_gate import L0GatePolicy
 from services.recall_api.memory_records import memory_item
 from services.recall_api.metrics import RecallMetrics
 from services.recall_api.recall_counts import RecallCountUpdater
@@ -21,6 +23,20 @@ from services.recall_api.schemas import AutoRecallRequest, AutoRecallResponse
 from services.recall_api.settings import RecallApiSettings
 
 log = logging.getLogger(__name__)
+
+
+def l0_policy(settings: RecallApiSettings) -> l0_select.L0Policy:
+    """The L0 gate as configured (see the `l0_*` settings)."""
+    return l0_select.L0Policy(
+        gate=L0GatePolicy(
+            relative_margin=settings.l0_relative_margin if settings.l0_relative_margin < 1 else None,
+            min_dense=settings.l0_min_dense,
+            min_keyword=settings.l0_min_keyword,
+            one_per_session=settings.l0_one_per_session,
+        ),
+        subject_attribution=settings.l0_subject_attribution,
+        detail_max_dense=settings.l0_detail_max_dense if settings.l0_detail_max_dense > 0 else None,
+    )
 
 
 class AutoRecall:
@@ -59,9 +75,13 @@ class AutoRecall:
         if not text:
             return self._skipped("empty", started, owner)
         now = datetime.now(UTC)
-        query = await self.retriever.embed(text)
+        deadline = started + self.settings.l0_embedding_deadline_ms / 1000
+        timed = await l0_deadline.embed_within(self.retriever.resources, text, deadline=deadline)
+        query = timed.query
         search = CandidateSearch(
-            weights=HybridWeights(keyword=self.settings.l0_keyword_weight, dense=self.settings.l0_dense_weight),
+            weights=l0_deadline.KEYWORD_ONLY
+            if timed.degraded
+            else HybridWeights(keyword=self.settings.l0_keyword_weight, dense=self.settings.l0_dense_weight),
             fetch=max_entries * self.settings.fetch_factor,
             kinds=("episode", "fact"),
             channel=request.channel,
@@ -69,14 +89,22 @@ class AutoRecall:
             include_superseded=False,
             now=now,
         )
-        candidates, top_score = await self.retriever.candidates(owner, query, search)
+        found = await self.retriever.candidate_set(owner, query, search)
+        # Working rules come through GET /v1/procedures into the system prompt every turn; here they would be
+        # duplicates taking the section's few entries from the facts and episodes it is for.
+        candidates = [c for c in found.candidates if not (c.fact and is_procedure_attribute(c.fact.attribute))]
+        top_score = found.top_score
         ranked = ranking.rank_candidates(
             candidates,
             now=now,
             min_score=self.settings.l0_min_score,
             episode_half_life_days=self.settings.episode_half_life_days,
             episode_recency_weight=self.settings.episode_recency_weight,
-        )[:max_entries]
+            importance_weight=self.settings.importance_weight,
+        )
+        keywords = self.retriever.resources.keywords()
+        selection = l0_select.select_injection(ranked, found.parts, text, keywords.tokens, l0_policy(self.settings))
+        ranked = selection.chosen[:max_entries]
         lines = [memory_section.render_item(memory_item(r).abstract, r.provenance_date) for r in ranked]
         counter = self.token_counter()
         fitted = memory_section.fit_section(lines, token_budget=budget, count_tokens=counter.count_tokens)
@@ -101,6 +129,7 @@ class AutoRecall:
             top_score=round(top_score, 4) if top_score is not None else None,
             tokens=fitted.tokens,
             skipped_reason=None,
+            degraded=timed.degraded,
         )
 
     def _skipped(self, reason: str, started: float, owner: Owner) -> AutoRecallResponse:

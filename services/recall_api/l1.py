@@ -65,6 +65,7 @@ class MemorySearch:
             min_score=self.settings.l1_min_score,
             episode_half_life_days=self.settings.episode_half_life_days,
             episode_recency_weight=self.settings.episode_recency_weight,
+            importance_weight=self.settings.importance_weight,
             include_superseded=request.include_superseded,
         )[: request.limit]
         note_recalled(self.recall_counts, owner, ranked)

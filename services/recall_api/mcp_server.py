@@ -24,11 +24,13 @@ from pydantic import Field, ValidationError
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.common.runtime.resources import Resources
+from services.common.runtime.telemetry import install_tracing
 from services.recall_api.auth import Principal, bearer_token, check_api_keys, tenant_for_key, valid_id
 from services.recall_api.errors import FactRejected, StoreUnavailable
 from services.recall_api.http_guard import error_body
 from services.recall_api.instructions import memory_instructions
 from services.recall_api.mcp_write_tools import READ_ONLY, WRITES, add_write_tools
+from services.recall_api.procedures import add_procedure_tool
 from services.recall_api.schemas import (
     ExpandedMemory,
     FactsResponse,
@@ -107,6 +109,7 @@ def build_mcp_server(service: RecallService, *, fixed: Principal | None = None) 
     _add_graph_tool(server, service, fixed)
     _add_fact_tools(server, service, fixed)
     add_write_tools(server, service, lambda ctx: _principal(ctx, fixed), _user)
+    add_procedure_tool(server, service, lambda ctx: _principal(ctx, fixed), _user)
     return server
 
 
@@ -374,7 +377,9 @@ async def serve_stdio(
     user_id: str | None = None,
     resources: Resources | None = None,
 ) -> None:
-    """Serve the MCP tools over stdin/stdout until the client closes the stream."""
+    """Serve the MCP tools over stdin/stdout until the client closes the stream. Each tool call is
+    a span (the SDK's middleware) on the process's tracer provider, parent of its store calls."""
+    install_tracing(settings.telemetry, "mcp")  # idempotent; a composition root may have done it already
     principal = stdio_principal(settings, api_key, user_id)
     owned = resources is None
     shared = resources or Resources(settings)

@@ -37,6 +37,16 @@ def episode_provenance(episode: Episode) -> dict[str, Any]:
         "passage_count": episode.passage_count,
         "entity_names": list(episode.entity_names),
         "model": episode.usage.model,
+        "importance": episode.importance,
+        # A compressed episode (the pruner folded forgotten episodes into it): every source, oldest first.
+        **(
+            {
+                "source_session_ids": list(episode.source_session_ids),
+                "source_episode_ids": list(episode.source_episode_ids),
+            }
+            if episode.is_compressed
+            else {}
+        ),
     }
 
 

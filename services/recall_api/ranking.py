@@ -1,6 +1,6 @@
-"""Recall ranking, pure: candidates read from the stores, the relevance gate, recency decay,
-confirmed before tentative, and narrowest scope winning conflicts. No I/O here; candidates.py does
-the store calls."""
+"""Recall ranking, pure: candidates read from the stores, the relevance gate, one weight of relevance,
+recency and importance (`memory_weight`, shared by L0 and L1), confirmed before tentative, and
+narrowest scope winning conflicts. No I/O here; candidates.py does the store calls."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class Candidate:
 @dataclass(frozen=True, slots=True)
 class Ranked:
     candidate: Candidate
-    weight: float  # relevance × recency: the ranking key within a tier
+    weight: float  # relevance × recency × importance (memory_weight): the ranking key within a tier
     tier: int  # 0: episodes and confirmed facts, 1: tentative facts, 2: superseded facts (history only)
     occurred_at: datetime | None
     provenance_date: str | None
@@ -98,6 +98,43 @@ def _age_days(then: datetime | None, now: datetime) -> float:
     return (now - then).total_seconds() / 86400.0
 
 
+def importance_factor(importance: float, importance_weight: float) -> float:
+    """Bounded like recency: importance can cost a memory at most `importance_weight` of its relevance
+    (importance 1 costs nothing, 0 costs the full weight). A weight of 0 gives exactly 1.0, so ranking
+    without importance is today's order to the last bit."""
+    return 1.0 - importance_weight + importance_weight * min(max(importance, 0.0), 1.0)
+
+
+def memory_weight(
+    candidate: Candidate,
+    *,
+    now: datetime,
+    episode_half_life_days: float,
+    episode_recency_weight: float,
+    importance_weight: float,
+) -> tuple[float, datetime | None]:
+    """The one scoring function of L0 and L1: relevance × recency × importance, and the time recency was
+    counted from. Facts decay by their volatility half-life since they were last observed; episodes by
+    `episode_half_life_days` since the session, bounded by `episode_recency_weight`; both are then
+    weighed by their importance (written with the memory, `importance_factor`)."""
+    fact = candidate.fact
+    if candidate.kind == "fact" and fact is not None:
+        observed = last_observed(fact)
+        recency = decay(_age_days(observed, now), fact.volatility)
+        return candidate.relevance * recency * importance_factor(fact.importance, importance_weight), observed
+    episode = candidate.episode
+    occurred = episode.occurred_at if episode is not None else None
+    age = max(_age_days(occurred, now), 0.0)
+    # Bounded: recency can cost an episode at most `episode_recency_weight` of its relevance.
+    # Full multiplicative decay let a months-old but exact episode lose to any recent one
+    # (LoCoMo: L1 recall@5 0.844 with full decay vs 0.935 with a bounded factor).
+    decay_factor = 0.5 ** (age / episode_half_life_days)
+    weight = candidate.relevance * (1.0 - episode_recency_weight + episode_recency_weight * decay_factor)
+    if episode is not None:
+        weight *= importance_factor(episode.importance, importance_weight)
+    return weight, occurred
+
+
 def rank_candidates(
     candidates: Iterable[Candidate],
     *,
@@ -105,37 +142,36 @@ def rank_candidates(
     min_score: float,
     episode_half_life_days: float,
     episode_recency_weight: float = 0.2,
+    importance_weight: float = 0.0,
     include_superseded: bool = False,
 ) -> list[Ranked]:
     """Gate on relevance, then order: tier (episodes and confirmed facts before tentative ones), then
-    relevance × recency. Superseded facts never pass.
+    `memory_weight` (relevance × recency × importance). Superseded facts never pass.
 
     The gate compares raw relevance (the fused score) with `min_score`, so the threshold means the
-    same thing for old and new memories; recency only orders what passed (superseded facts, when
-    `include_superseded` lets them through for history questions, come last). Facts decay by their
-    volatility half-life since they were last observed; episodes by `episode_half_life_days` since the
-    session, bounded by `episode_recency_weight` (they also expire at their TTL, which the store filter enforces)."""
+    same thing for old and new, important and unimportant memories; recency and importance only order
+    what passed (superseded facts, when `include_superseded` lets them through for history questions,
+    come last). Episodes also expire at their TTL, which the store filter enforces."""
     ranked: list[Ranked] = []
     for candidate in candidates:
         if not math.isfinite(candidate.relevance) or candidate.relevance < min_score:
             continue
-        if candidate.kind == "fact":
-            fact = candidate.fact
-            if fact is None or (is_superseded(fact) and not include_superseded):
-                continue
-            observed = last_observed(fact)
-            weight = candidate.relevance * decay(_age_days(observed, now), fact.volatility)
+        fact = candidate.fact
+        if candidate.kind == "fact" and (fact is None or (is_superseded(fact) and not include_superseded)):
+            continue
+        weight, when = memory_weight(
+            candidate,
+            now=now,
+            episode_half_life_days=episode_half_life_days,
+            episode_recency_weight=episode_recency_weight,
+            importance_weight=importance_weight,
+        )
+        if fact is not None and candidate.kind == "fact":
             tier = 2 if is_superseded(fact) else 0 if fact.status == "confirmed" else 1
-            ranked.append(Ranked(candidate, weight, tier, observed, f"{fact.status} {observed.date().isoformat()}"))
+            provenance = f"{fact.status} {when.date().isoformat()}" if when else fact.status
+            ranked.append(Ranked(candidate, weight, tier, when, provenance))
         else:
-            occurred = candidate.episode.occurred_at if candidate.episode is not None else None
-            age = max(_age_days(occurred, now), 0.0)
-            # Bounded: recency can cost an episode at most `episode_recency_weight` of its relevance.
-            # Full multiplicative decay let a months-old but exact episode lose to any recent one
-            # (LoCoMo: L1 recall@5 0.844 with full decay vs 0.935 with a bounded factor).
-            decay_factor = 0.5 ** (age / episode_half_life_days)
-            weight = candidate.relevance * (1.0 - episode_recency_weight + episode_recency_weight * decay_factor)
-            ranked.append(Ranked(candidate, weight, 0, occurred, occurred.date().isoformat() if occurred else None))
+            ranked.append(Ranked(candidate, weight, 0, when, when.date().isoformat() if when else None))
     ranked.sort(key=lambda r: (r.tier, -r.weight, -r.candidate.relevance, r.candidate.id))
     return ranked
 

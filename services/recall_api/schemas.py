@@ -62,6 +62,11 @@ class AutoRecallResponse(BaseModel):
     top_score: float | None = Field(description="Best relevance seen (before the threshold), None if none.")
     tokens: int = Field(description="Tokens of the section (o200k_base).")
     skipped_reason: str | None = Field(description="'trivial' when the message was not searched at all.")
+    degraded: Literal["embedding_deadline"] | None = Field(
+        default=None,
+        description="Set when the answer is partial: 'embedding_deadline' = the query embedding missed the L0 "
+        "deadline, so only keyword search was used.",
+    )
 
 
 class SearchRequest(_Body):

@@ -26,12 +26,52 @@ class RecallApiSettings(TierMemSettings):
     )
     l0_default_max_entries: int = Field(default=3, ge=1, le=20, description="Entries injected when not requested.")
     l0_default_token_budget: int = Field(default=300, ge=1, description="Token budget when not requested.")
+    l0_embedding_deadline_ms: float = Field(
+        default=1000,
+        gt=0,
+        description="L0 waits this long (from the request's start) for the query embedding, then answers from "
+        "keyword search alone, flagged degraded (services/recall_api/l0_deadline.py).",
+    )
+    # The L0 gate (services/recall_api/l0_gate.py, l0_subject.py): rules that move the precision-recall
+    # frontier rather than the threshold along it. Measured on LoCoMo (dev subset) in the issue 17 note.
+    l0_relative_margin: float = Field(
+        default=0.03,
+        ge=0,
+        le=1,
+        description="L0 leaves out items more than this below the query's best relevance (1: off).",
+    )
+    l0_min_dense: float = Field(
+        default=0.0, ge=0, le=1, description="Least dense part (of the fused relevance) an L0 item needs (0: off)."
+    )
+    l0_min_keyword: float = Field(
+        default=0.0, ge=0, le=1, description="Least keyword part (of the fused relevance) an L0 item needs (0: off)."
+    )
+    l0_one_per_session: bool = Field(
+        default=True, description="L0 injects at most one item per session, a fact before its session's episode."
+    )
+    l0_subject_attribution: bool = Field(
+        default=True,
+        description="L0 leaves out memories about another known speaker than the one the message asks about.",
+    )
+    l0_detail_max_dense: float = Field(
+        default=0.2,
+        ge=0,
+        le=1,
+        description=(
+            "L0 leaves out a memory that shares the message's named topic but none of the details it asks "
+            "about, unless its dense part reaches this (0: check off)."
+        ),
+    )
 
     # ---- L1 search -----------------------------------------------------------------------------
     l1_keyword_weight: float = Field(default=0.3, ge=0, le=1, description="L1 hybrid weight of keyword search.")
     l1_dense_weight: float = Field(default=0.7, ge=0, le=1, description="L1 hybrid weight of vector search.")
+    # L1 is the agent's explicit search for `limit` results, ranked with their scores: its floor only
+    # removes what shares neither words nor meaning with the query. At 0.25 it cut the list short of
+    # `limit` for ~7% of LoCoMo questions whose evidence sat at 0.15-0.25 (recall@5 0.931 vs 0.957 at
+    # 0.15); the "nothing relevant" decision belongs to L0's gate and subject check, which inject unasked.
     l1_min_score: float = Field(
-        default=0.25, ge=0, le=1, description="L1 drops hits under this fused relevance (an empty answer is honest)."
+        default=0.15, ge=0, le=1, description="L1 drops hits under this fused relevance (an empty answer is honest)."
     )
 
     # ---- ranking -------------------------------------------------------------------------------
@@ -50,6 +90,17 @@ class RecallApiSettings(TierMemSettings):
         ge=0,
         le=1,
         description="Largest share of an episode's relevance that age can take away (0: recency ignored).",
+    )
+    importance_weight: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description=(
+            "Largest share of a memory's relevance that low importance can take away, in L0 and L1 ranking "
+            "(0: importance ignored, exactly the order without it). 0 by default: on the LoCoMo dev subset "
+            "(both chat forms) 0.1 and 0.2 cost L1 recall@5 (0.952 → 0.948 / 0.944) and L0 recall while "
+            "gaining top-1 hits; LoCoMo asks about chit-chat as much as decisions. Env TIERMEM_IMPORTANCE_WEIGHT."
+        ),
     )
 
     # ---- L1 expand / memory_recall -------------------------------------------------------------

@@ -20,6 +20,12 @@ _EN_TEMPLATES: dict[str, str] = {
     "allergy": "{s} is allergic to {v}.",
     "name": "{possessive} name is {v}.",
     "speaks_language": "{s} speaks {v}.",
+    "uses_language": "{s} programs in {v}.",
+    "school": "{s} studies at {v}.",
+    "birthplace": "{s} was born in {v}.",
+    "age": "{s} is {v} years old.",
+    "relationship_status": "{s} is {v}.",
+    "has_pet": "{s} has {v}.",
 }
 _KO_TEMPLATES: dict[str, str] = {
     "lives_in": "{s}{topic} {v}에 살고 있다.",
@@ -34,6 +40,12 @@ _KO_TEMPLATES: dict[str, str] = {
     "allergy": "{s}{topic} {v} 알레르기가 있다.",
     "name": "{s}의 이름은 {v}이다.",
     "speaks_language": "{s}{topic} {v}{object} 한다.",
+    "uses_language": "{s}{topic} {v}{object} 사용한다.",
+    "school": "{s}{topic} {v}에 다닌다.",
+    "birthplace": "{s}{topic} {v}에서 태어났다.",
+    "age": "{s}{topic} {v}살이다.",
+    "relationship_status": "{s}{topic} {v}이다.",
+    "has_pet": "{s}{topic} {v}{object} 키운다.",
 }
 
 

@@ -13,6 +13,7 @@ from contracts import EntityRef, EntityUpserted, EpisodeCreated, SessionComplete
 from services.common.domain.facts import FactProvenance
 from services.common.domain.ids import deterministic_uuid
 from services.common.domain.owner import Owner
+from services.common.domain.sensitive import sensitive
 from services.common.runtime.broker import ConsumerSpec, Delivery, durable_subscriber
 from services.common.runtime.resources import ServiceContext
 from services.common.runtime.service import PublishedEvent, ServiceDefinition
@@ -22,6 +23,7 @@ from services.common.stores.tombstones import WriteGuard
 from services.semantic_extractor.heuristic import heuristic_extract
 from services.semantic_extractor.injection import without_injected_facts
 from services.semantic_extractor.prompt import build_extraction_prompt
+from services.semantic_extractor.rules import user_messages, with_stated_rules
 from services.semantic_extractor.schema import ExtractionOutput, to_fact_candidates
 from services.semantic_extractor.settings import SemanticExtractorSettings
 
@@ -108,7 +110,8 @@ async def _consolidate(
         session = await read_raw_session(
             await ctx.resources.jetstream(), ctx.subjects.session_stream, event.raw_stream_sequence, owner
         )
-    extraction = _without_injection(event, session, await _extract(event, session, delivery, ctx), ctx)
+    extracted = with_stated_rules(await _extract(event, session, delivery, ctx), user_messages(session))
+    extraction = _without_injection(event, session, extracted, ctx)
     if not await guard.still_allowed():
         ctx.count("episodes_erased")  # the user was erased while the extraction ran
         return
@@ -130,9 +133,9 @@ def _without_injection(
             "episode %s of %s/%s: dropped %d fact(s) grounded in an instruction-like message: %s",
             event.episode_id,
             event.tenant_id,
-            event.user_id,
+            sensitive(event.user_id),
             len(filtered.dropped),
-            list(filtered.dropped),
+            sensitive(list(filtered.dropped)),  # the dropped facts are memory text
         )
     return filtered.output
 

@@ -19,8 +19,9 @@ from services.semantic_extractor.fact_text import primary_language
 from services.semantic_extractor.gazetteers import name_keys
 from services.semantic_extractor.heuristic_context import ExtractionContext, Speaker
 from services.semantic_extractor.heuristic_en import english_sentence, non_initial_capitalised
-from services.semantic_extractor.heuristic_ko import korean_sentence
-from services.semantic_extractor.korean_morphology import HANGUL
+from services.semantic_extractor.heuristic_ko import is_korean_question, korean_sentence
+from services.semantic_extractor.heuristic_ko_facts import korean_construction_facts
+from services.semantic_extractor.korean_morphology import HANGUL, korean_morphemes
 from services.semantic_extractor.schema import ExtractionOutput
 
 _SPEAKER_LINE = re.compile(r"^\s*(?P<name>[^\W\d_][\w.'’ -]{0,40}?)\s*:\s+(?P<content>\S.*)$")
@@ -64,7 +65,10 @@ def heuristic_extract(
         speaker = _speaker_subject(speaker_name, context)
         for sentence in split_sentences(content):
             if HANGUL.search(sentence):
-                korean_sentence(sentence, speaker, context)
+                tokens = korean_morphemes(sentence)
+                korean_sentence(sentence, speaker, context, tokens)
+                if not is_korean_question(sentence, tokens):
+                    korean_construction_facts(sentence, tokens, speaker, context)
             else:
                 english_sentence(sentence, speaker, context, non_initial_caps)
     return context.output()

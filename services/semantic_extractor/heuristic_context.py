@@ -6,13 +6,16 @@ readers share: type guesses, recording a fact with its graph relation, co-occurr
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass, field
 
 from services.common.domain.facts import USER_SUBJECT, normalise_subject, normalise_text_key
 from services.semantic_extractor.fact_text import render_fact_text
 from services.semantic_extractor.gazetteers import (
     AMBIGUOUS_NAMES,
+    EN_RELATION_NOUNS,
     KO_PLACE_NAME,
+    ORGANISATION_PREFIXES,
     ORGANISATION_SUFFIXES,
     ORGANISATIONS,
     PERSON_TITLES,
@@ -20,6 +23,8 @@ from services.semantic_extractor.gazetteers import (
     PROJECT_WORDS,
     TECH_LOWERCASE_OK,
     TECHNOLOGIES,
+    VERSION_SUFFIX,
+    is_never_entity,
 )
 from services.semantic_extractor.korean_morphology import HANGUL
 from services.semantic_extractor.schema import (
@@ -55,7 +60,7 @@ class ExtractionContext:
         """Record an entity; a more confident type guess replaces a weaker one. Returns its key."""
         display = name.strip().strip(".,'\"")
         key = normalise_text_key(display)
-        if not key:
+        if not key or (confidence < 3 and is_never_entity(display)):
             return None
         existing = self.entities.get(key)
         if existing is None:
@@ -103,9 +108,13 @@ class ExtractionContext:
         )
 
 
-MULTI_VALUE_ATTRIBUTES = frozenset({"uses_tool", "prefers", "likes", "dislikes", "allergy", "speaks_language"})
+MULTI_VALUE_ATTRIBUTES = frozenset(
+    {"uses_tool", "uses_language", "prefers", "likes", "dislikes", "allergy", "speaks_language", "hobby", "has_pet"}
+)
 _FACT_RELATIONS: dict[str, tuple[str, EntityType]] = {
     "lives_in": ("lives_in", "place"),
+    "birthplace": ("born_in", "place"),
+    "school": ("studies_at", "organisation"),
     "employer": ("works_at", "organisation"),
     "works_on": ("works_on", "project"),
     "uses_tool": ("uses", "technology"),
@@ -127,15 +136,16 @@ def known_name(key: str, context: ExtractionContext) -> bool:
 
 def guess_type(name: str, context: ExtractionContext) -> tuple[EntityType, int]:
     """The entity type of a name and the confidence of the guess (see `ExtractionContext`)."""
+    name = name.rstrip(".,;:!?")
     key = normalise_text_key(name)
     words = name.split()
     if key in context.people:
         return "person", 3
-    if key in TECHNOLOGIES:
+    if key in TECHNOLOGIES or normalise_text_key(VERSION_SUFFIX.sub("", name)) in TECHNOLOGIES:
         return "technology", 1
     if key in PLACES:
         return "place", 1
-    if key in ORGANISATIONS or ORGANISATION_SUFFIXES.search(name):
+    if key in ORGANISATIONS or ORGANISATION_SUFFIXES.search(name) or ORGANISATION_PREFIXES.match(name):
         return "organisation", 1
     if len(words) >= 2 and (PROJECT_WORDS.match(words[0]) or PROJECT_WORDS.match(words[-1])):
         return "project", 1
@@ -187,3 +197,86 @@ def cooccurrence(keys: list[str], context: ExtractionContext) -> None:
     )
     for source, target in pairs:
         context.add_relation(context.entities[source][0].name, "related_to", context.entities[target][0].name)
+
+
+# ---- Type cues from the words around an unknown name (English) ---------------------------------------
+# The noun a name is introduced with says what it is: "a startup called Lumen", "Atlas, a recommendation
+# engine", "the Orion project", "my colleague Priya", "Jenny said", "a trip to Iceland".
+_ORGANISATION_NOUNS = frozenset(
+    {
+        "startup", "company", "firm", "agency", "studio", "shop", "store", "bakery", "cafe", "café", "restaurant",
+        "bank", "hospital", "clinic", "school", "university", "college", "lab", "nonprofit", "charity",
+        "organisation", "organization", "business", "brand", "employer", "publisher", "band",
+    }
+)  # fmt: skip
+_PROJECT_NOUNS = frozenset(
+    {
+        "project", "app", "application", "tool", "library", "service", "engine", "platform", "website", "site",
+        "bot", "game", "product", "prototype", "pipeline", "initiative", "plugin", "extension", "dashboard",
+    }
+)  # fmt: skip
+_PERSON_NOUNS = frozenset({"guy", "girl", "woman", "man", "person", "kid", "boy", "lady", "dude", *EN_RELATION_NOUNS})
+_PROJECT_NOUN_AFTER = re.compile(
+    r"^\s+(?:[a-z][\w-]*\s+){0,2}(?:project|service|app|platform|engine|pipeline|initiative|prototype)\b",
+    re.IGNORECASE,
+)
+_CALLED_BEFORE = re.compile(r"\b(?P<noun>[\w-]+)\s+(?:called|named)\s+$", re.IGNORECASE)
+_APPOSITION_AFTER = re.compile(
+    r"^\s*,\s+(?:an?|the|our|my|his|her|their)\s+(?P<phrase>[\w\s-]{1,50}?)"
+    r"(?=\s*(?:[,.;:!?]|$|\s+(?:for|in|that|which|with|at|from|of|to|by|we|i)\b))",
+    re.IGNORECASE,
+)
+_RELATION_BEFORE = re.compile(r"\b(?:" + "|".join(EN_RELATION_NOUNS) + r")\s*,?\s+$", re.IGNORECASE)
+SPEECH_AFTER = re.compile(
+    r"^\s+(?:said|says|told|tells|asked|asks|mentioned|mentions|thinks|texted|replied|wrote|agreed)\b"
+)
+# Verbs only a person is the subject of: "Marcus works", "Sora lives", "Ji-ho studies".
+_PERSON_VERB_AFTER = re.compile(
+    r"^\s+(?:works|worked|lives|lived|studies|studied|is\s+married|got\s+married|was\s+born|grew\s+up)\b"
+)
+_NOUN_BEFORE = re.compile(
+    r"\b(?:our|my|the|their|his|her|a|an)\s+(?:[\w-]+\s+)?(?P<noun>[\w-]+)(?P<comma>,?)\s+$", re.IGNORECASE
+)
+_PLACE_BEFORE = re.compile(
+    r"\b(?:visit|visits|visiting|visited|(?:trip|travel|travelling|traveling|flight|fly|flying|move|moved|moving|"
+    r"relocate|relocated|relocating|went|going|go|back)\s+to|(?:live|lives|living|lived|born|based|stay|stays|"
+    r"staying|stayed|raised|weather|grew\s+up|growing\s+up)\s+in|(?:originally|moved\s+here)\s+from)\s+$",
+    re.IGNORECASE,
+)
+
+
+def _noun_type(noun: str) -> EntityType | None:
+    word = noun.casefold()
+    if word in _ORGANISATION_NOUNS:
+        return "organisation"
+    if word in _PROJECT_NOUNS:
+        return "project"
+    if word in _PERSON_NOUNS:
+        return "person"
+    return None
+
+
+def context_type_cue(sentence: str, start: int, end: int, name: str) -> EntityType | None:
+    """The type the words around an otherwise unknown name give it, or None."""
+    before, after = sentence[:start], sentence[end:]
+    called = _CALLED_BEFORE.search(before[-40:])
+    if called is not None:
+        return _noun_type(called.group("noun"))
+    apposition = _APPOSITION_AFTER.match(after)
+    if apposition is not None and (typed := _noun_type(apposition.group("phrase").split()[-1])) is not None:
+        return typed
+    if _PROJECT_NOUN_AFTER.match(after):
+        return "project"  # "the Orion project", "the DGIA billing service"
+    if _RELATION_BEFORE.search(before[-30:]) or SPEECH_AFTER.match(after) or _PERSON_VERB_AFTER.match(after):
+        return "person"
+    introduced = _NOUN_BEFORE.search(before[-40:])
+    # "my app Pebble", "our startup, Fernweh, makes …"; not a vocative ("… with my business, Jon.").
+    closed = introduced is not None and (not introduced.group("comma") or after.lstrip().startswith(","))
+    if introduced is not None and closed and (typed := _noun_type(introduced.group("noun"))) is not None:
+        return typed  # "our startup, Fernweh", "my app Pebble"
+    if _PLACE_BEFORE.search(before[-40:]):
+        return "place"
+    words = name.rstrip(".,;:!?").split()
+    if len(words) == 2 and all(re.fullmatch(r"[A-Z][a-z]+", word) for word in words):
+        return "person"  # "Bill Evans": two plain capitalised words that no gazetteer knows are a full name
+    return None

@@ -11,11 +11,24 @@ from typing import Any
 
 from services.common.domain.facts import USER_SUBJECT, normalise_text_key, transient_reason
 from services.common.domain.text import split_sentences
-from services.semantic_extractor.gazetteers import EN_RELATION_NOUNS, TECH_LOWERCASE_OK, TECHNOLOGIES, name_keys
+from services.semantic_extractor.gazetteers import (
+    DEMONYMS,
+    EN_OCCUPATIONS,
+    EN_PETS,
+    EN_RELATION_NOUNS,
+    SCHOOL_NAME,
+    SCHOOLS,
+    TECH_LOWERCASE_OK,
+    TECHNOLOGIES,
+    VERSION_SUFFIX,
+    name_keys,
+)
 from services.semantic_extractor.heuristic_context import (
     MULTI_VALUE_ATTRIBUTES,
+    SPEECH_AFTER,
     ExtractionContext,
     Speaker,
+    context_type_cue,
     cooccurrence,
     guess_type,
     is_capitalised,
@@ -141,8 +154,11 @@ def _english_entities(sentence: str, context: ExtractionContext, non_initial_cap
             key = normalise_text_key(name)
             starts_sentence = False
         known = known_name(key, context)
-        if starts_sentence and len(span) == 1 and not known and key not in non_initial_caps:
+        speaks = bool(SPEECH_AFTER.match(sentence[tokens[span[-1]][1] :]))
+        if starts_sentence and len(span) == 1 and not known and key not in non_initial_caps and not speaks:
             continue
+        if len(span) == 1 and key in DEMONYMS:
+            continue  # "Korean food", "I speak Japanese": a nationality or language, not a particular thing
         if len(name) == 1 and key not in TECHNOLOGIES:
             continue
         previous = tokens[span[0] - 1][2].casefold() if span[0] > 0 else ""
@@ -165,8 +181,10 @@ def _en_name_token(token: str) -> bool:
 _EN_REL = "|".join(re.escape(noun) for noun in sorted(EN_RELATION_NOUNS, key=len, reverse=True))
 _EN_SUBJECT = (
     r"(?P<subj>\bI\b|\b[Ww]e\b|\b[Tt]he user\b"
-    r"|\b[Mm]y\s+(?:(?:best|close|old|good|younger|older|little|big|new)\s+)?(?P<rel>" + _EN_REL + r")"
-    r"(?:,?\s+(?P<relname>[A-Z][\w'-]+)(?=\s))?"
+    r"|\b(?:[Mm]y|[Oo]ur)\s+(?:(?:best|close|old|good|younger|older|little|big|new)\s+)?(?P<rel>" + _EN_REL + r")"
+    r"(?:['’]s\s+(?P<relof>" + _EN_REL + r")\b)?"
+    r"(?:,?\s+(?P<relname>[A-Z][\w'-]+),?(?=\s))?(?:\s+(?:in|from)\s+[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)?)?"
+    r"|(?P<owner>[A-Z][\w-]+)['’]s\s+(?P<orel>" + _EN_REL + r")\b"
     r"|(?P<name>[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)?))"
 )
 _EN_ADVERBS = (
@@ -174,13 +192,30 @@ _EN_ADVERBS = (
     r"always|only|totally|absolutely|already|officially|even|definitely|truly|generally|personally|basically|"
     r"happily|proudly|honestly|mostly|regularly|often|sometimes|daily))*"
 )
-_EN_VALUE = r"(?P<val>(?:[^.;:!?()\[\]\"“”]|\.(?=\S))+)"
-_BE = r"(?:am|is|are)"
+# A full stop inside a value only when it is not a sentence end: "Node.js", "St. Mary's".
+_EN_VALUE = r"(?P<val>(?:[^.;:!?()\[\]\"“”]|\.(?=\S)|(?<=\b(?:St|Mt))\.)+)"
+_BE = r"(?:am|is|are)(?:\s+(?:currently|still|now|also|really|actually|just|mostly|mainly|already|finally))*"
 _HAVE = r"(?:have|has)"
+_OCCUPATION = "|".join(re.escape(word) for word in sorted(EN_OCCUPATIONS, key=len, reverse=True))
+_ROLE = rf"(?P<val>(?:[A-Za-z][\w-]*\s+){{0,2}}?(?:{_OCCUPATION})s?)\b"
+_ORG_NAME = r"[A-Z][\w.&'’-]*(?:\s+(?:of\s+)?[A-Z][\w.&'’-]*)*"
+_PET = "|".join(EN_PETS)
+_ROLE_WORDS = rf"(?:[A-Za-z][\w-]*\s+){{0,2}}?(?:{_OCCUPATION})"
+_DIETS = r"vegetarian|vegan|pescatarian|pescetarian|gluten-free|gluten free|dairy-free|keto|halal|kosher"
+_COUNT = r"(?:an?\s+|one\s+|two\s+|three\s+|four\s+|\d+\s+|a\s+few\s+|some\s+)?"
+_PET_ADJECTIVE = r"(?:(?:little|small|big|old|young|rescue|pet)\s+)?"
+_CODE_VERBS = r"(?:code|codes|coding|program|programs|programming|write|writes|writing|develop|develops|developing)"
+_BUILD_VERBS = r"(?:leading|leads|building|builds|developing|develops|maintaining|maintains)"
+_STATUSES = r"married|single|divorced|engaged|widowed"
+# "a dog allergy", "a cat sitter": the animal word modifies another noun; no pet is had.
+_NOT_A_PET_THING = r"(?!\s+(?:allerg\w*|food|sitter|walker|bed|toy|toys|hair|person|people|lover|video|videos))"
+_NOT_A_SPORT = r"(?!a\b|an\b|the\b|with\b|around\b|it\b|them\b)"
+_LIVE = rf"(?:lives?|{_BE}\s+living|{_HAVE}\s+(?:been\s+living|lived))"
+_START_JOB = rf"(?:started|{_HAVE}\s+started|{_BE}\s+starting)\s+(?:a\s+)?(?:new\s+)?(?:job|position|role)"
 _EN_FACT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (attribute, re.compile(_EN_SUBJECT + _EN_ADVERBS + r"\s+" + verb))
     for attribute, verb in (
-        ("lives_in", rf"(?:lives?|{_BE}\s+living|{_HAVE}\s+(?:been\s+living|lived))\s+in\s+{_EN_VALUE}"),
+        ("lives_in", rf"{_LIVE}\s+(?:alone\s+|together\s+)?in\s+{_EN_VALUE}"),
         ("lives_in", rf"(?:{_HAVE}\s+)?(?:moved|relocated)\s+(?:back\s+)?to\s+{_EN_VALUE}"),
         ("employer", rf"(?:works?|{_BE}\s+(?:working|employed)|{_HAVE}\s+been\s+working)\s+(?:at|for)\s+{_EN_VALUE}"),
         ("employer", rf"(?:{_HAVE}\s+)?joined\s+{_EN_VALUE}"),
@@ -190,13 +225,63 @@ _EN_FACT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("prefers", rf"prefers?\s+{_EN_VALUE}"),
         ("dislikes", rf"(?:dislikes?|hates?)\s+{_EN_VALUE}"),
         ("likes", rf"(?:likes?|loves?|enjoys?|{_BE}\s+into|{_BE}\s+an?\s+(?:big\s+|huge\s+)?fan\s+of)\s+{_EN_VALUE}"),
-        ("diet", rf"{_BE}\s+(?:an?\s+)?(?:strict\s+)?(?P<val>vegetarian|vegan|pescatarian|pescetarian)\b"),
+        ("diet", rf"{_BE}\s+(?:an?\s+)?(?:strict\s+)?(?P<val>{_DIETS})\b"),
         ("allergy", rf"{_BE}\s+(?:severely\s+|very\s+|highly\s+|deathly\s+)?allergic\s+to\s+{_EN_VALUE}"),
         ("allergy", rf"{_HAVE}\s+an?\s+(?P<val>[\w-]+(?:\s+[\w-]+)?)\s+allergy\b"),
         ("speaks_language", rf"speaks?\s+{_EN_VALUE}"),
+        # Roles: "I'm a data scientist at Spotify", "my brother is a nurse", "I'm the tech lead on Helix".
+        ("job_title", rf"{_BE}\s+(?:an?|the)\s+{_ROLE}"),
+        ("job_title", rf"(?:works?|{_BE}\s+working)\s+(?:at|for|in)\s+[^,.;]{{1,40}}?\s+as\s+(?:an?\s+)?{_EN_VALUE}"),
+        ("job_title", rf"(?:{_HAVE}\s+)?joined\s+[^,.;]{{1,40}}?\s+as\s+(?:an?\s+)?{_EN_VALUE}"),
+        ("employer", rf"{_BE}\s+(?:an?|the)\s+{_ROLE_WORDS}\s+(?:at|for)\s+{_EN_VALUE}"),
+        ("employer", rf"(?:works?|{_BE}\s+working)\s+as\s+(?:an?\s+)?[\w -]{{1,30}}?\s+(?:at|for)\s+{_EN_VALUE}"),
+        ("employer", rf"{_START_JOB}\s+(?:at|with)\s+{_EN_VALUE}"),
+        ("employer", rf"{_BE}\s+(?:now\s+)?at\s+(?=an?\s+[\w-]+\s+(?:called|named)\s){_EN_VALUE}"),
+        ("works_on", rf"{_BE}\s+(?:an?|the)\s+{_ROLE_WORDS}\s+(?:on|of|for)\s+{_EN_VALUE}"),
+        ("works_on", rf"(?:{_BE}\s+)?{_BUILD_VERBS}\s+{_EN_VALUE}"),
+        ("age", rf"{_BE}\s+(?P<val>\d{{1,3}})(?:\s+years?\s+old)?(?=\s*(?:$|[.,!;]|\s+and\b|\s+now\b))"),
+        ("relationship_status", rf"{_BE}\s+(?:happily\s+|recently\s+|newly\s+)?(?P<val>{_STATUSES})\b"),
+        ("birthplace", rf"(?:was|were)\s+born\s+(?:and\s+raised\s+)?in\s+{_EN_VALUE}"),
+        ("birthplace", rf"{_BE}\s+originally\s+from\s+{_EN_VALUE}"),
+        ("lives_in", rf"(?:works?|{_BE}\s+working)\s+remotely\s+from\s+{_EN_VALUE}"),
+        ("school", rf"(?:goes|go|{_BE}\s+going|attends?|{_BE}\s+attending)\s+(?:to\s+)?{_EN_VALUE}"),
+        ("school", rf"(?:studies|study|{_BE}\s+studying|{_BE}\s+enrolled)\s+at\s+{_EN_VALUE}"),
+        ("school", rf"(?:just\s+)?started\s+at\s+{_EN_VALUE}"),
+        ("has_pet", rf"{_HAVE}\s+{_COUNT}{_PET_ADJECTIVE}(?P<val>{_PET})\b{_NOT_A_PET_THING}"),
+        ("uses_language", rf"{_CODE_VERBS}\s+(?:in\s+)?{_EN_VALUE}"),
+        ("dislikes", rf"{_BE}\s+not\s+(?:really\s+)?(?:a|much\s+of\s+a)\s+(?:big\s+)?fan\s+of\s+{_EN_VALUE}"),
+        ("hobby", rf"(?:plays|play|{_BE}\s+playing)\s+{_NOT_A_SPORT}(?P<val>[a-z]+(?:\s+[a-z]+)?)\b"),
     )
 )  # fmt: skip
-_EN_NAME_PATTERN = re.compile(r"\b(?:[Mm]y\s+name\s+is|[Cc]all\s+me)\s+(?P<val>[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)?)")
+# Patterns whose value must be a particular kind of thing for them to mean what they say: "goes to X" is a
+# school only when X is one, "is building X" is a project only when X is a name that is not a tool, "writes
+# X" is a language only when X is a known technology, and a student's "at X" is a school, not an employer.
+_EN_VALUE_KINDS: dict[int, str] = {}
+for _index, (_attribute, _pattern) in enumerate(_EN_FACT_PATTERNS):
+    if _attribute == "school":
+        _EN_VALUE_KINDS[_index] = "school"
+    elif _attribute == "uses_language":
+        _EN_VALUE_KINDS[_index] = "technology"
+    elif _attribute == "works_on" and "building" in _pattern.pattern:
+        _EN_VALUE_KINDS[_index] = "project_name"
+    elif _attribute == "employer" and _OCCUPATION in _pattern.pattern:
+        _EN_VALUE_KINDS[_index] = "role_at"
+# "My roommate is from Busan and works at Samsung": a verb after "and" shares the clause's subject.
+_EN_SHARED_VERB_SUBJECT = re.compile(
+    r"\b(?P<head>I|[Mm]y\s+(?:"
+    + _EN_REL
+    + r"))\b(?P<mid>[^.;!?]*?)\s+(?:and|who)\s+(?!I\b)(?=(?:(?:also|now|still)\s+)?"
+    r"(?:works?|lives?|uses?|speaks?|likes?|loves?|hates?|prefers?|studies|study|goes|go)\b)"
+)
+# "I'm vegetarian and allergic to peanuts": the second predicate shares the first one's subject.
+_EN_SHARED_SUBJECT = re.compile(
+    r"\b(?P<head>I am|I have)\b(?P<mid>[^.;!?]*?)\s+and\s+(?!I\b)"
+    r"(?=(?:(?:also|severely|very|recently|happily|newly)\s+)?"
+    r"(?:allergic|vegetarian|vegan|gluten|dairy|married|single|engaged|divorced|an?\s|originally\s|from\s|\d))"
+)
+_EN_NAME_PATTERN = re.compile(
+    r"\b(?:[Mm]y\s+name\s+is|[Mm]y\s+name's|[Cc]all\s+me)\s+(?P<val>[A-Z][\w'-]+(?:\s+[A-Z][\w'-]+)?)"
+)
 _EN_HEDGE_BEFORE = re.compile(
     r"\b(?:if|unless|whether|wish|hope|want|wants|wanted|would|should|could|might|maybe|perhaps|think|thinks|"
     r"thought|guess|suppose|imagine|pretend|dream|not|never|which|who|whom|that)\s+(?:that\s+)?$",
@@ -207,7 +292,8 @@ _EN_VALUE_BOUNDARY = re.compile(
     r"near|after|before|during|until|now|nowadays|these|lately|recently|anymore|though|although|if|than|over|"
     r"instead|every|each|almost|quite|pretty|really|very|too|a\s+lot|as\s+well|right|again|already|yet|then|"
     r"there|here|together|ever|last|this|next|today|tonight|yesterday|tomorrow|ago|lol|haha|more|most|"
-    r"project)\b.*$",
+    r"project|fluently|natively|well|a\s+bit|a\s+little|sometimes|occasionally|mostly|mainly|twice|once|"
+    r"daily|weekly|alone)\b.*$",
     re.IGNORECASE,
 )
 _EN_VALUE_SPLIT = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+|\s*/\s*")
@@ -222,7 +308,7 @@ _EN_VALUE_STOPWORDS = name_keys(
 _EN_PREPOSITIONS = frozenset(
     {"for", "with", "to", "in", "on", "at", "by", "from", "about", "of", "as", "like", "into", "onto", "over", "via"}
 )
-_PROPER_VALUE_ATTRIBUTES = frozenset({"lives_in", "employer", "speaks_language", "name"})
+_PROPER_VALUE_ATTRIBUTES = frozenset({"lives_in", "employer", "speaks_language", "name", "birthplace", "school"})
 
 
 def _expand_contractions(sentence: str) -> str:
@@ -233,7 +319,14 @@ def _expand_contractions(sentence: str) -> str:
     text = re.sub(r"\b(\w+)'re\b", r"\1 are", text)
     text = re.sub(r"\b(\w+)'d\b", r"\1 would", text)
     text = re.sub(r"\b(\w+)'s\s+(?=been\b)", r"\1 has ", text)
-    return re.sub(r"\b(\w+)'s\s+(?=\w+ing\b)", r"\1 is ", text)
+    text = re.sub(r"\b([Nn]ame)'s\b", r"\1 is", text)
+    text = re.sub(r"\b(\w+)'s\s+(?=\w+ing\b)", r"\1 is ", text)
+    previous = None
+    while previous != text:  # "I am vegetarian and allergic to …" → "… and I am allergic to …"
+        previous = text
+        text = _EN_SHARED_SUBJECT.sub(lambda m: f"{m['head']}{m['mid']} and {m['head']} ", text, count=1)
+        text = _EN_SHARED_VERB_SUBJECT.sub(lambda m: f"{m['head']}{m['mid']} and {m['head']} ", text, count=1)
+    return text
 
 
 def english_sentence(
@@ -243,8 +336,10 @@ def english_sentence(
     keys: list[str] = []
     for mention in mentions:
         entity_type, confidence = guess_type(mention.name, context)
-        if mention.hint is not None and confidence < 1:
-            entity_type, confidence = mention.hint, 1
+        if confidence < 1:
+            cue = mention.hint or context_type_cue(sentence, mention.start, mention.end, mention.name)
+            if cue is not None:
+                entity_type, confidence = cue, 1
         key = context.add_entity(mention.name, entity_type, confidence)
         if key is not None and key not in keys:
             keys.append(key)
@@ -252,20 +347,43 @@ def english_sentence(
     cooccurrence(keys, context)
     if sentence.rstrip().endswith("?"):
         return  # a question asserts nothing
+    _english_facts(sentence, speaker, context)
+
+
+def _english_facts(sentence: str, speaker: Speaker, context: ExtractionContext) -> None:
     expanded = _expand_contractions(sentence)
-    for attribute, pattern in _EN_FACT_PATTERNS:
+    for index, (attribute, pattern) in enumerate(_EN_FACT_PATTERNS):
         for match in _overlapping(pattern, expanded):
-            subject = _en_subject(match, speaker, context, attribute)
-            if subject is None or _EN_HEDGE_BEFORE.search(expanded[: match.start("subj")]):
+            if _EN_HEDGE_BEFORE.search(expanded[: match.start("subj")]):
                 continue
             if transient_reason(sentence, attribute=attribute) is not None:
                 continue  # "I'm using Vim today": the templated text would hide that it was momentary
-            for value in _en_values(match.group("val"), attribute):
-                record_fact(subject, attribute, value, context)
+            kind = _EN_VALUE_KINDS.get(index)
+            fact_attribute = "school" if kind == "role_at" and re.search(r"\bstudents?\b", match[0]) else attribute
+            subject = _en_subject(match, speaker, context, fact_attribute)
+            if subject is None:
+                continue
+            for value in _en_values(match.group("val"), fact_attribute):
+                if _value_fits(kind, value):
+                    record_fact(subject, fact_attribute, value, context)
     if speaker.subject is not None:
         for match in _EN_NAME_PATTERN.finditer(expanded):
             record_fact(speaker.subject, "name", match.group("val"), context)
             context.add_entity(match.group("val"), "person", 3)
+
+
+def _value_fits(kind: str | None, value: str) -> bool:
+    if kind == "school":
+        return bool(SCHOOL_NAME.search(value)) or normalise_text_key(value) in SCHOOLS
+    if kind == "technology":
+        return _is_technology(value)
+    if kind == "project_name":
+        return value[:1].isupper() and not _is_technology(value)
+    return True
+
+
+def _is_technology(value: str) -> bool:
+    return normalise_text_key(VERSION_SUFFIX.sub("", value)) in TECHNOLOGIES
 
 
 def _overlapping(pattern: re.Pattern[str], text: str) -> list[re.Match[str]]:
@@ -287,12 +405,20 @@ def _en_subject(match: re.Match[str], speaker: Speaker, context: ExtractionConte
         return speaker.subject if attribute == "lives_in" else None
     if subject.casefold() == "the user":
         return USER_SUBJECT
+    if match.group("owner"):
+        # "Jun's sister works at LG": the sister, and Jun is a person.
+        owner = match.group("owner")
+        context.people.setdefault(normalise_text_key(owner), owner)
+        context.add_entity(owner, "person", 3)
+        return f"{owner}'s {match.group('orel').casefold()}"
     if match.group("rel"):
         relname = match.group("relname")
         if relname and normalise_text_key(relname) not in _EN_STOP_CAPITALISED:
             context.people.setdefault(normalise_text_key(relname), relname)
             context.add_entity(relname, "person", 3)
             return USER_SUBJECT if context.is_user(relname) else relname
+        if match.group("relof"):
+            return f"{match.group('rel').casefold()}'s {match.group('relof').casefold()}"  # "my sister's boyfriend"
         return match.group("rel").casefold()
     words = match.group("name").split()
     # Longest known person at the end of the span ("Then Caroline" → "Caroline").
@@ -303,7 +429,24 @@ def _en_subject(match: re.Match[str], speaker: Speaker, context: ExtractionConte
             return USER_SUBJECT
         if key in context.people:
             return context.people[key]
+    if attribute in _PERSON_ATTRIBUTES and len(words) == 1 and _unknown_name(words[0], context):
+        # "Sora lives in Daegu": only a person lives, works or has a job; an unknown name doing so is one.
+        context.people.setdefault(normalise_text_key(words[0]), words[0])
+        context.add_entity(words[0], "person", 3)
+        return words[0]
     return None
+
+
+_PERSON_ATTRIBUTES = frozenset(
+    {"lives_in", "employer", "job_title", "birthplace", "school", "diet", "allergy", "age", "speaks_language"}
+)
+
+
+def _unknown_name(word: str, context: ExtractionContext) -> bool:
+    key = normalise_text_key(word)
+    if key in _EN_STOP_CAPITALISED or not word[1:].islower():
+        return False
+    return guess_type(word, context)[1] == 0
 
 
 def _en_values(raw: str, attribute: str) -> list[str]:
@@ -317,7 +460,17 @@ def _en_values(raw: str, attribute: str) -> list[str]:
     values: list[str] = []
     for piece in pieces:
         value = _EN_VALUE_BOUNDARY.sub("", piece.strip())
+        called = re.match(r"^(?:an?\s+|the\s+)?[\w-]+(?:\s+[\w-]+)?\s+(?:called|named)\s+(?P<name>.+)$", value)
+        if called is not None:
+            value = called.group("name")  # "a startup called Lumen" → "Lumen"
         value = re.sub(r"^(?:the|a|an|my|our|some|his|her|their)\s+", "", value, flags=re.IGNORECASE)
+        value = re.sub(
+            r"^(?:bit\s+of|little(?:\s+bit\s+of)?|basic|fluent|conversational|sometimes|also|occasionally|especially|"
+            r"particularly|mostly|mainly)\s+",
+            "",
+            value,
+            flags=re.IGNORECASE,
+        )
         value = value.strip(" '\"-,")
         if attribute == "works_on":
             value = re.sub(r"\s+project$", "", value, flags=re.IGNORECASE)

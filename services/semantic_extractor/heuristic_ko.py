@@ -12,43 +12,68 @@ from typing import Literal
 
 from services.common.domain.facts import USER_SUBJECT, normalise_text_key, transient_reason
 from services.semantic_extractor.gazetteers import (
+    KO_PETS,
     KO_RELATION_NOUNS,
     ORGANISATIONS,
     PLACES,
-    TECH_LOWERCASE_OK,
     TECHNOLOGIES,
+    TIME_WORDS,
+    is_school_name,
 )
 from services.semantic_extractor.heuristic_context import (
     MULTI_VALUE_ATTRIBUTES,
     ExtractionContext,
     Speaker,
     cooccurrence,
-    guess_type,
-    is_capitalised,
     record_fact,
 )
-from services.semantic_extractor.korean_morphology import HANGUL, Morpheme, korean_morphemes
-from services.semantic_extractor.schema import EntityType
+from services.semantic_extractor.heuristic_ko_entities import (
+    KO_STOP_NOUNS,
+    KO_TITLES,
+    NOUNISH,
+    PROPER,
+    korean_entities,
+)
+from services.semantic_extractor.korean_morphology import Morpheme, korean_morphemes
 
-_NOUNISH = frozenset({"NNP", "NNG", "SL", "SN", "SH", "NR", "XSN", "XPN", "NNB", "SW", "SO"})
-_PROPER = frozenset({"NNP", "SL", "SH"})
-_KO_STOP_NOUNS = frozenset(
-    {
-        "요즘", "지금", "현재", "오늘", "이제", "항상", "주로", "보통", "정말", "진짜", "제일", "가장", "요새", "최근",
-        "원래", "계속", "다시", "매일", "아직", "예전", "나중", "처음", "요번", "이번", "저번", "작년", "올해", "내년",
-    }
-)  # fmt: skip
 _KO_USER_PRONOUNS = frozenset({"저", "나", "내", "제"})
 _KO_WE_PRONOUNS = frozenset({"우리", "저희"})
 _KO_USER_NOUNS = frozenset({"사용자", "유저", "본인"})
+# Nouns used as adverbs between a value and its verb: "부산에서 혼자 살아요".
+_ADVERBIAL_NOUNS = frozenset({"혼자", "같이", "함께", "따로", "직접", "가끔", "자주", "계속"})
+# Topics that can act on their own ("우리 팀은 R을 써요" is the team's habit); any other common-noun topic
+# only sets the scene ("메모는 옵시디언을 써요": for notes, the speaker uses Obsidian).
+_KO_AGENT_NOUNS = frozenset(
+    {
+        "팀",
+        "회사",
+        "조직",
+        "부서",
+        "가족",
+        "학교",
+        "정부",
+        "사람",
+        "사람들",
+        "다들",
+        "모두",
+        "애들",
+        "고객",
+        "회사들",
+        "본사",
+    }
+)
+_KO_SELF_TOPICS = frozenset({"이름", "직업", "나이", "고향", "취미", "전공"})
 _KO_TOPIC_FORMS = frozenset({"는", "은", "ᆫ"})
-_KO_TITLES = frozenset(
-    {"씨", "님", "팀장", "대리", "과장", "부장", "차장", "사장", "교수", "박사", "선생님", "선배", "후배", "군", "양"}
-)
 _KO_DIET = re.compile(
-    r"(?P<val>채식주의자|채식주의|비건|페스코|베지테리언|채식)\s*(?:이에요|예요|입니다|이야|야|이다|다|해요|합니다|해|중이에요|을\s*해요|을\s*합니다|을\s*하고)"
+    r"(?P<val>페스코\s*채식|채식주의자|채식주의|비건|페스코|베지테리언|채식)\s*(?:이에요|예요|입니다|이야|야|이다|다|해요|합니다|해|중이에요|을\s*해요|을\s*합니다|을\s*하고|이고|이며|고\b|며\b)"
 )
-_KO_DIET_VALUES = {"채식주의": "채식주의자", "채식": "채식주의자", "베지테리언": "채식주의자"}
+_KO_DIET_VALUES = {
+    "채식주의": "채식주의자",
+    "채식": "채식주의자",
+    "베지테리언": "채식주의자",
+    "페스코 채식": "페스코",
+    "페스코채식": "페스코",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,20 +85,45 @@ class _KoPredicate:
     mood_from: int  # first token after the predicate stem
     past_ok: bool = False
     proper_value: bool = False
+    value_kind: str | None = None
 
 
-def korean_sentence(sentence: str, speaker: Speaker, context: ExtractionContext) -> None:
-    tokens = korean_morphemes(sentence)
-    keys = _korean_entities(sentence, tokens, context)
-    cooccurrence(keys, context)
+# Interrogative final endings ("지원하나요", "할까요", "가니"); "죠" is left out: "그렇죠" asserts.
+_KO_QUESTION_ENDINGS = frozenset({"나요", "까요", "ᆯ까요", "을까요", "니", "냐", "나", "ᆯ까", "을까"})
+
+
+def is_korean_question(sentence: str, tokens: Sequence[Morpheme]) -> bool:
+    """A question asserts nothing: a question mark, or an interrogative final ending ("지원하나요")."""
     if sentence.rstrip().endswith("?"):
+        return True
+    finals = [tok for tok in tokens if tok.tag == "EF"]
+    return bool(finals) and finals[-1].form in _KO_QUESTION_ENDINGS
+
+
+def named_as(sentence: str, tokens: Sequence[Morpheme], first: int) -> str | None:
+    """The name in "아틀라스라는 추천 엔진": a noun phrase introduced by "X(이)라는" is X. Read from the
+    text, because Kiwi splits "라는" several ways (이/VCP 라는/ETM, 라/JKQ 는/ETM)."""
+    words = sentence[: tokens[first].start].split()
+    if not words or sentence[tokens[first].start - 1 : tokens[first].start] != " ":
+        return None
+    named = re.fullmatch(r"(?P<name>.+?)(?:이)?라는", words[-1])
+    return named.group("name") if named is not None else None
+
+
+def korean_sentence(
+    sentence: str, speaker: Speaker, context: ExtractionContext, tokens: list[Morpheme] | None = None
+) -> None:
+    tokens = korean_morphemes(sentence) if tokens is None else tokens
+    keys = korean_entities(sentence, tokens, context)
+    cooccurrence(keys, context)
+    if is_korean_question(sentence, tokens):
         return
     for predicate in _korean_predicates(tokens):
         spans, negated_before = _ko_value_spans(tokens, predicate)
         if not spans:
             continue
         mood = _ko_mood(tokens, predicate.mood_from)
-        if negated_before or mood & {"negated", "want", "future", "conditional"}:
+        if negated_before or mood & {"negated", "want", "future", "conditional", "adnominal"}:
             continue
         if "past" in mood and not predicate.past_ok:
             continue
@@ -82,17 +132,46 @@ def korean_sentence(sentence: str, speaker: Speaker, context: ExtractionContext)
         subject = _ko_subject(tokens, spans[0][0], speaker, context, predicate.attribute)
         if subject is None:
             continue
-        for first, last in spans:
-            value_tokens = tokens[first : last + 1]
-            value = sentence[value_tokens[0].start : value_tokens[-1].end].strip()
-            if predicate.attribute == "works_on":
-                value = re.sub(r"\s*(?:프로젝트|project)$", "", value, flags=re.IGNORECASE).strip()
-            if not value or value in _KO_STOP_NOUNS:
-                continue
-            if predicate.proper_value and not _ko_is_named(value, value_tokens):
-                continue
-            record_fact(subject, predicate.attribute, value, context)
+        _record_values(sentence, tokens, predicate, spans, subject, context)
     _korean_name_fact(sentence, tokens, speaker, context)
+    _korean_diet_facts(sentence, tokens, speaker, context)
+
+
+def _record_values(
+    sentence: str,
+    tokens: list[Morpheme],
+    predicate: _KoPredicate,
+    spans: list[tuple[int, int]],
+    subject: str,
+    context: ExtractionContext,
+) -> None:
+    for first, last in spans:
+        value_tokens = tokens[first : last + 1]
+        named = named_as(sentence, tokens, first)
+        value = named or sentence[value_tokens[0].start : value_tokens[-1].end].strip()
+        if predicate.attribute == "works_on":
+            value = re.sub(r"\s*(?:프로젝트|project)$", "", value, flags=re.IGNORECASE).strip()
+        if predicate.attribute == "employer":
+            value = without_department(value)
+        if not value or value in KO_STOP_NOUNS:
+            continue
+        if predicate.proper_value and not named and not _ko_is_named(value, value_tokens):
+            continue
+        attribute = predicate.attribute
+        if predicate.value_kind == "pet" and value not in KO_PETS:
+            continue
+        if predicate.value_kind == "school_or_employer" and is_school_name(value):
+            attribute = "school"
+        record_fact(subject, attribute, value, context)
+
+
+def without_department(workplace: str) -> str:
+    """ "컬리 검색팀" → "컬리": the employer is the organisation, not the team inside it."""
+    trimmed = re.sub(r"\s+\S*(?:팀|부서|본부|센터|사업부)$", "", workplace)
+    return trimmed or workplace
+
+
+def _korean_diet_facts(sentence: str, tokens: list[Morpheme], speaker: Speaker, context: ExtractionContext) -> None:
     for match in _KO_DIET.finditer(sentence):
         index = next((i for i, tok in enumerate(tokens) if tok.start >= match.start()), len(tokens))
         after = next((i for i, tok in enumerate(tokens) if tok.start >= match.end("val")), len(tokens))
@@ -124,6 +203,7 @@ class _PredicatePattern:
     particle_tags: frozenset[str]
     past_ok: bool = False
     proper_value: bool = False
+    value_kind: str | None = None
 
 
 _PREDICATE_PATTERNS: tuple[_PredicatePattern, ...] = (
@@ -131,8 +211,15 @@ _PREDICATE_PATTERNS: tuple[_PredicatePattern, ...] = (
     _PredicatePattern("lives_in", frozenset({"거주"}), "noun+하", _IN, _JKB, proper_value=True),
     _PredicatePattern("lives_in", frozenset({"이사"}), "noun", _TO, _JKB, past_ok=True, proper_value=True),
     _PredicatePattern("employer", frozenset({"일", "근무"}), "noun+하", frozenset({"에서"}), _JKB, proper_value=True),
-    _PredicatePattern("employer", frozenset({"다니"}), "verb", _AT, _JKB, proper_value=True),
-    _PredicatePattern("uses_tool", frozenset({"쓰"}), "verb", _OBJECT, _JKO, proper_value=True),
+    _PredicatePattern(
+        "employer", frozenset({"다니"}), "verb", _AT, _JKB, proper_value=True, value_kind="school_or_employer"
+    ),
+    _PredicatePattern("school", frozenset({"입학", "재학"}), "noun+하", _AT, _JKB, past_ok=True, proper_value=True),
+    _PredicatePattern("birthplace", frozenset({"태어나"}), "verb", _IN, _JKB, past_ok=True, proper_value=True),
+    _PredicatePattern("has_pet", frozenset({"키우"}), "verb", _OBJECT, _JKO, value_kind="pet"),
+    # "Vim을 써요", and "파이썬도 써요" / "R만 써요" (the object particle replaced by 도/만).
+    _PredicatePattern("uses_tool", frozenset({"쓰"}), "verb", _OBJECT | {"도", "만"}, _JKO | {"JX"}, proper_value=True),
+    _PredicatePattern("works_on", frozenset({"만들"}), "verb", _OBJECT, _JKO, proper_value=True),
     _PredicatePattern("uses_tool", frozenset({"사용", "이용"}), "noun+하", _OBJECT, _JKO, proper_value=True),
     _PredicatePattern("prefers", frozenset({"선호"}), "noun+하", _OBJECT, _JKO),
     _PredicatePattern("likes", frozenset({"좋아하"}), "verb", _OBJECT, _JKO),
@@ -161,8 +248,11 @@ def _stem_predicate(tokens: list[Morpheme], index: int) -> _KoPredicate | None:
     tok = tokens[index]
     nxt = tokens[index + 1] if index + 1 < len(tokens) else None
     with_ha = nxt is not None and nxt.form == "하" and nxt.tag in {"XSV", "VV"}
+    # "사시고": Kiwi reads the honorific of 살다 as 사/VV + 시/EP.
+    honorific = nxt is not None and (nxt.form == "시" or (nxt.tag in {"EF", "EC"} and nxt.form.startswith("세")))
+    form = "살" if tok.form == "사" and tok.tag == "VV" and honorific else tok.form
     for pattern in _PREDICATE_PATTERNS:
-        if tok.form not in pattern.forms:
+        if form not in pattern.forms:
             continue
         if (pattern.stem == "verb" and tok.tag == "VV") or (pattern.stem == "noun" and tok.tag == "NNG"):
             mood_from = index + 1
@@ -178,6 +268,7 @@ def _stem_predicate(tokens: list[Morpheme], index: int) -> _KoPredicate | None:
             mood_from,
             past_ok=pattern.past_ok,
             proper_value=pattern.proper_value,
+            value_kind=pattern.value_kind,
         )
     return None
 
@@ -210,7 +301,11 @@ def _ko_value_spans(tokens: list[Morpheme], predicate: _KoPredicate) -> tuple[li
     first, last, negated = span
     spans = [(first, last)]
     if predicate.attribute in MULTI_VALUE_ATTRIBUTES:
-        while first >= 2 and tokens[first - 1].tag == "JC" and tokens[first - 2].tag in _NOUNISH:
+        while (
+            first >= 2
+            and (tokens[first - 1].tag == "JC" or tokens[first - 1].form == ",")
+            and tokens[first - 2].tag in NOUNISH
+        ):
             last = first - 2
             first = _ko_phrase_start(tokens, last)
             spans.insert(0, (first, last))
@@ -221,9 +316,16 @@ def _ko_value_span(tokens: list[Morpheme], predicate: _KoPredicate) -> tuple[int
     position = predicate.head - 1
     negated = False
     # Adverbs between the object and the verb ("Vim을 주로 써요"); 안/못 negate it.
-    while position >= 0 and tokens[position].tag == "MAG" and position >= predicate.head - 3:
+    while (
+        position >= 0
+        and (tokens[position].tag == "MAG" or tokens[position].form in _ADVERBIAL_NOUNS)
+        and (position >= predicate.head - 3)
+    ):
         negated = negated or tokens[position].form in {"안", "못"}
         position -= 1
+    # A count between the object and the verb: "강아지를 두 마리 키워요", "고양이를 2마리".
+    if position >= 1 and tokens[position].tag == "NNB" and tokens[position - 1].tag in {"MM", "SN", "NR"}:
+        position -= 2
     if predicate.attribute == "allergy":
         # "땅콩 알레르기" or "땅콩에 알레르기"
         if position >= 0 and tokens[position].tag == "JKB" and tokens[position].form == "에":
@@ -235,7 +337,9 @@ def _ko_value_span(tokens: list[Morpheme], predicate: _KoPredicate) -> tuple[int
         if tokens[position].form not in predicate.particle_forms:
             return None
         last = position - 1
-    if last < 0 or tokens[last].tag not in _NOUNISH:
+    if last >= 2 and tokens[last].tag == "NNB" and tokens[last - 1].tag in {"MM", "SN", "NR"}:
+        last -= 2  # "햄스터 두 마리를": the count is not the value
+    if last < 0 or tokens[last].tag not in NOUNISH:
         return None
     first = _ko_phrase_start(tokens, last)
     while first <= last and tokens[first].tag in {"NNB", "XSN", "SW", "SO"}:
@@ -253,7 +357,7 @@ def _ko_phrase_start(tokens: list[Morpheme], last: int) -> int:
     while first > 0:
         previous = tokens[first - 1]
         if previous.end == tokens[first].start:
-            if previous.tag not in _NOUNISH:
+            if previous.tag not in NOUNISH:
                 break
             first -= 1
             continue
@@ -262,12 +366,15 @@ def _ko_phrase_start(tokens: list[Morpheme], last: int) -> int:
             word_start -= 1
         word = tokens[word_start:first]
         text = "".join(t.form for t in word)
-        if words >= 4 or text in _KO_STOP_NOUNS or not all(t.tag in _NOUNISH for t in word):
+        if words >= 4 or text in KO_STOP_NOUNS or not all(t.tag in NOUNISH for t in word):
             break
-        if any(t.form in _KO_TITLES for t in word):
+        if any(t.form in KO_TITLES for t in word):
             break
         first = word_start
         words += 1
+    adjective = first >= 2 and tokens[first - 1].tag == "ETM" and tokens[first - 2].tag == "VA"
+    if adjective and tokens[first - 1].end < tokens[first].start:
+        first -= 2  # "매운 음식": an adjective is part of what is liked
     return first
 
 
@@ -289,6 +396,8 @@ def _ko_mood(tokens: list[Morpheme], start: int) -> set[str]:
         elif tok.tag == "ETM":
             if tok.form in {"ᆯ", "을", "ㄹ"} and nxt is not None and nxt.form in {"거", "것", "예정", "계획", "생각"}:
                 flags.add("future")
+            elif nxt is not None and nxt.tag in {"NNG", "NNP"}:
+                flags.add("adnominal")  # "대시보드를 좋아하는 사람이 없어요": describes someone, asserts nothing
             break
         elif tok.tag == "EC":
             if tok.form in {"면", "으면", "려고", "으려고", "려면", "으려면", "거나"}:
@@ -305,7 +414,7 @@ def _ko_mood(tokens: list[Morpheme], start: int) -> set[str]:
 
 def _ko_is_named(value: str, value_tokens: Sequence[Morpheme]) -> bool:
     key = normalise_text_key(value)
-    if any(t.tag in _PROPER for t in value_tokens):
+    if any(t.tag in PROPER for t in value_tokens):
         return True
     return key in TECHNOLOGIES or key in PLACES or key in ORGANISATIONS
 
@@ -325,6 +434,9 @@ def _ko_subject(
         if index == 0 or tokens[index - 1].tag.startswith("J") or tokens[index - 1].tag.startswith("E"):
             index -= 1  # "서울에서는": a topic on an adverbial, not the subject
             continue
+        if tokens[index - 1].form in KO_STOP_NOUNS or tokens[index - 1].form in TIME_WORDS:
+            index -= 1  # "요즘은", "오늘은": a time set as the topic, not who the sentence is about
+            continue
         return _ko_classify_subject(tokens, index, speaker, context, attribute)
     return speaker.subject
 
@@ -334,14 +446,26 @@ def _ko_classify_subject(
 ) -> str | None:
     phrase: list[Morpheme] = []
     index = marker - 1
-    while index >= 0 and (tokens[index].tag in _NOUNISH or tokens[index].tag in {"NP", "JKG", "MM"}):
+    while index >= 0 and (tokens[index].tag in NOUNISH or tokens[index].tag in {"NP", "JKG", "MM"}):
         phrase.insert(0, tokens[index])
         index -= 1
-    heads = [t for t in phrase if t.form not in _KO_TITLES and t.tag not in {"JKG", "MM", "NNB", "XSN"}]
+    heads = [t for t in phrase if t.form not in KO_TITLES and t.tag not in {"JKG", "MM", "NNB", "XSN"}]
+    titles = [t for t in phrase if t.form in KO_TITLES and t.form in KO_RELATION_NOUNS]
+    if titles and not any(t.tag in {"NNG", "NNP", "SL"} for t in heads):
+        return titles[-1].form  # "저희 팀장님은": a title is the person it names
     if not heads:
         return None
     head = heads[-1]
-    names = [t for t in phrase if t.tag in _PROPER]
+    compound = "".join(t.form for t in phrase[phrase.index(head) - 1 : phrase.index(head) + 1])
+    if phrase.index(head) > 0 and compound in KO_RELATION_NOUNS:
+        return compound  # "여자/친구" → "여자친구"
+    names = [t for t in phrase if t.tag in PROPER]
+    if names and head.form in KO_RELATION_NOUNS and head.tag not in PROPER:
+        # "준호 누나는": Junho's sister, and Junho is a person.
+        owner = " ".join(t.form for t in names)
+        context.people.setdefault(normalise_text_key(owner), owner)
+        context.add_entity(owner, "person", 3)
+        return f"{owner} {head.form}"
     if names:
         name = " ".join(t.form for t in names)
         if context.is_user(name):
@@ -357,8 +481,20 @@ def _ko_classify_subject(
         return None
     if head.form in _KO_USER_NOUNS:
         return USER_SUBJECT
+    if head.form in _KO_SELF_TOPICS and any(t.tag == "NP" and t.form in _KO_USER_PRONOUNS for t in phrase):
+        return speaker.subject  # "제 이름은 … 고 매니저예요": the rest of the sentence is about the speaker
     if head.form in KO_RELATION_NOUNS:
         return head.form
+    marker_form = tokens[marker].form
+    if (
+        head.tag == "NNG"
+        and marker_form in _KO_TOPIC_FORMS
+        and head.form not in _KO_AGENT_NOUNS
+        and not head.form.endswith("팀")
+        and not any(t.tag == "NP" and t.form in _KO_WE_PRONOUNS for t in phrase)
+        and attribute in {"uses_tool", "uses_language", "prefers", "likes", "dislikes"}
+    ):
+        return speaker.subject  # "메모는 옵시디언을 써요": a scene-setting topic, the speaker still acts
     return None  # "우리 팀은 R을 써요": a team, not a person
 
 
@@ -368,9 +504,9 @@ def _korean_name_fact(sentence: str, tokens: list[Morpheme], speaker: Speaker, c
             continue
         first = index + 2
         last = first
-        while last + 1 < len(tokens) and tokens[last + 1].tag in _NOUNISH:
+        while last + 1 < len(tokens) and tokens[last + 1].tag in NOUNISH:
             last += 1
-        if tokens[first].tag not in _PROPER and tokens[first].tag != "NNG":
+        if tokens[first].tag not in PROPER and tokens[first].tag != "NNG":
             continue
         end = tokens[last + 1] if last + 1 < len(tokens) else None
         if end is not None and end.tag not in {"VCP", "EF"}:
@@ -384,87 +520,6 @@ def _korean_name_fact(sentence: str, tokens: list[Morpheme], speaker: Speaker, c
             context.add_entity(name, "person", 3)
 
 
-# A name found in a sentence, with its type guess and the confidence of that guess.
-_TypedName = tuple[str, EntityType, int]
-
-
-def _korean_entities(sentence: str, tokens: list[Morpheme], context: ExtractionContext) -> list[str]:
-    """Record the sentence's entities; returns their keys in order of appearance (for co-occurrence)."""
-    keys: list[str] = []
-    mentions = [*_proper_noun_mentions(sentence, tokens, context), *_project_mentions(sentence, tokens)]
-    for name, entity_type, confidence in mentions:
-        key = context.add_entity(name, entity_type, confidence)
-        if key is not None and key not in keys:
-            keys.append(key)
-    return keys
-
-
-def _proper_noun_mentions(sentence: str, tokens: list[Morpheme], context: ExtractionContext) -> list[_TypedName]:
-    """Runs of proper nouns and Latin words ("VS Code", "C++"), typed by the word that follows them
-    (프로젝트, a title such as 씨) or else by the gazetteers."""
-    mentions: list[_TypedName] = []
-    index = 0
-    while index < len(tokens):
-        tok = tokens[index]
-        if tok.tag not in _PROPER:
-            index += 1
-            continue
-        last = _proper_run_end(sentence, tokens, index)
-        name = sentence[tok.start : tokens[last].end]
-        following = tokens[last + 1] if last + 1 < len(tokens) else None
-        index = last + 1
-        if not _ko_entity_name_ok(name, tok):
-            continue
-        if following is not None and following.form == "프로젝트":
-            mentions.append((name, "project", 2))
-        elif following is not None and following.form in _KO_TITLES:
-            mentions.append((name, "person", 2))
-        else:
-            mentions.append((name, *guess_type(name, context)))
-    return mentions
-
-
-def _proper_run_end(sentence: str, tokens: list[Morpheme], first: int) -> int:
-    """Index of the last token of the name starting at `first`: touching proper nouns, numbers and
-    symbols, and Latin words one space apart; trailing symbols other than "++" and "#" are dropped."""
-    last = first
-    while last + 1 < len(tokens):
-        nxt = tokens[last + 1]
-        touching = nxt.end > nxt.start and nxt.start == tokens[last].end
-        spaced_latin = nxt.tag == "SL" and tokens[last].tag == "SL" and sentence[tokens[last].end : nxt.start] == " "
-        if not ((touching and nxt.tag in _PROPER | {"SN", "SW", "SO"}) or spaced_latin):
-            break
-        last += 1
-    while last > first and tokens[last].tag in {"SW", "SO"} and tokens[last].form not in {"++", "#"}:
-        last -= 1
-    return last
-
-
-def _project_mentions(sentence: str, tokens: list[Morpheme]) -> list[_TypedName]:
-    """The word before 프로젝트 ("온비서 프로젝트") names a project even when Kiwi does not see a proper noun."""
-    mentions: list[_TypedName] = []
-    for index, tok in enumerate(tokens):
-        if tok.form != "프로젝트" or index == 0:
-            continue
-        last = index - 1
-        if tokens[last].tag not in _NOUNISH:
-            continue
-        first = last
-        while first > 0 and tokens[first - 1].end == tokens[first].start and tokens[first - 1].tag in _NOUNISH:
-            first -= 1
-        name = sentence[tokens[first].start : tokens[last].end]
-        if name not in _KO_STOP_NOUNS and name not in {"이", "그", "저", "새", "이번", "다음"}:
-            mentions.append((name, "project", 2))
-    return mentions
-
-
-def _ko_entity_name_ok(name: str, first: Morpheme) -> bool:
-    key = normalise_text_key(name)
-    if not key:
-        return False
-    if first.tag == "SL":
-        # Latin words inside Korean text: names are capitalised or known; "meeting" is not.
-        return is_capitalised(name) or key in TECH_LOWERCASE_OK or key in TECHNOLOGIES
-    if HANGUL.search(name) and len(name) < 2:
-        return False
-    return key not in _KO_STOP_NOUNS
+# The pieces `heuristic_ko_facts` shares with the verb patterns: one notion of a noun, of mood and of subject.
+ko_mood = _ko_mood
+ko_subject = _ko_subject

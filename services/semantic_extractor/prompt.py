@@ -56,6 +56,9 @@ def build_extraction_prompt(
         "- `value` without particles or articles (Korean '부산으로' → '부산').\n"
         "- volatility: high for tools in use, medium for preferences and situations, low for names and "
         "biographical facts.\n"
+        "- importance: 0 to 1, how much the fact will matter in later conversations: about 0.9 for health, "
+        "allergies and explicit requests to remember, 0.6-0.8 for decisions, commitments and preferences, "
+        "0.2-0.4 for incidental details.\n"
         "- When nothing durable was said, return empty lists."
     )
     user = (

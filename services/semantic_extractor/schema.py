@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from contracts.events import Scope
 from services.common.domain.facts import FactCandidate, FactProvenance, Volatility, normalise_attribute
+from services.common.domain.importance import coerce_importance
 from services.semantic_extractor.korean_morphology import HANGUL, strip_korean_particles
 
 EntityType = Literal["person", "project", "technology", "organisation", "place", "other"]
@@ -114,6 +115,11 @@ class ExtractedFact(BaseModel):
     text: str = Field(min_length=1, description="The fact as one sentence, in the session's language.")
     volatility: Volatility | None = Field(default=None, description="high (tools), medium (preferences), low (names).")
     scope: Scope | None = Field(default=None, description="Suggested scope; never wider than the session's.")
+    importance: float | None = Field(
+        default=None,
+        description="How much the fact matters later, 0 to 1 (health, decisions, commitments, preferences high; "
+        "trivia low); left out or unusable: scored offline from `text`.",
+    )
 
     @field_validator("subject", "attribute", "value", "text")
     @classmethod
@@ -130,6 +136,12 @@ class ExtractedFact(BaseModel):
             key = value.strip().casefold()
             return key if key in {"high", "medium", "low"} else None
         return value
+
+    @field_validator("importance", mode="before")
+    @classmethod
+    def _importance(cls, value: object) -> float | None:
+        # A malformed rating must not cost the fact: it reads as None and the heuristic scores instead.
+        return coerce_importance(value)
 
     @field_validator("scope", mode="before")
     @classmethod
@@ -219,6 +231,7 @@ def to_fact_candidates(
                 language=language,
                 volatility=fact.volatility,
                 provenance=provenance,
+                importance=fact.importance,
             )
         )
     return candidates

@@ -10,7 +10,7 @@ from tiermem_client import events, models
 
 from contracts import Message as ServerMessage
 from contracts import SessionCompleted as ServerSessionCompleted
-from services.recall_api import schemas, write_schemas
+from services.recall_api import procedures, schemas, write_schemas
 
 
 @pytest.mark.parametrize(
@@ -45,6 +45,8 @@ MIRRORS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.FactHistoryResponse, write_schemas.FactHistoryResponse),
     (models.CorrectionResponse, write_schemas.CorrectionResponse),
     (models.ErrorDetail, write_schemas.ErrorDetail),
+    (models.ProcedureRule, procedures.ProcedureRule),
+    (models.ProceduresResponse, procedures.ProceduresResponse),
 ]
 
 

@@ -12,6 +12,7 @@ from tiermem_client import (
     SHARED_RULES_USER,
     AsyncTiermemClient,
     ContextBuilder,
+    InvalidRequestError,
     O200kCounter,
     TurnRequest,
     WorkingMemory,
@@ -151,3 +152,75 @@ async def test_with_sixty_rules_only_the_relevant_ones_fit_and_nobody_else_sees_
     async with AsyncTiermemClient(write_stack.base_url, GLOBEX_KEY) as other_tenant:
         assert (await other_tenant.rules("alice")).items == []
         assert (await other_tenant.rules(SHARED_RULES_USER)).items == []
+
+
+async def test_rules_said_in_a_session_are_extracted_by_the_server_and_a_contradiction_supersedes(
+    write_stack: WriteStack,
+) -> None:
+    """No explicit save: the semantic extractor's offline path turns the user's rules into procedures."""
+    async with AsyncTiermemClient(write_stack.base_url, ACME_KEY) as client:
+
+        async def said(session_id: str, text: str, hours_ago: int, expect: set[str]) -> None:
+            memory = WorkingMemory(COUNTER, 4000)
+            memory.add("user", text)
+            memory.add("assistant", "I will always answer in English.")  # the assistant's words state no rule
+            event = memory.session_completed(tenant_id="acme", user_id="carol", agent_id="bot", session_id=session_id)
+            ended = NOW - timedelta(hours=hours_ago)
+            event = event.model_copy(update={"started_at": ended - timedelta(minutes=5), "ended_at": ended})
+            await client.add_session(event)
+
+            async def consolidated() -> bool:
+                return (await client.event_status("carol", str(event.event_id))).state == "consolidated"
+
+            await wait_for(consolidated, timeout_s=90, what=f"session {session_id} consolidated")
+
+            async def extracted() -> bool:  # facts are written after the episode: wait for this rule
+                # the extractor writes a session's facts one by one: wait for all of this session's rules
+                return expect <= {rule.text for rule in (await client.procedures("carol")).rules}
+
+            await wait_for(extracted, timeout_s=90, what=f"the rule of session {session_id}")
+
+        await said(
+            "r-1",
+            "My flight lands at six. 보고서는 표부터 보여줘. Always answer in Korean.",
+            3,
+            {"보고서는 표부터 보여줘.", "Always answer in Korean."},
+        )
+        first = await client.procedures("carol", query="보고서 써줘")
+        assert sorted((rule.topic, rule.text) for rule in first.rules) == [
+            ("answer_language", "Always answer in Korean."),
+            ("보고서", "보고서는 표부터 보여줘."),
+        ]
+        assert not first.ranked and first.omitted == 0 and "- 보고서는 표부터 보여줘." in first.section
+
+        await said("r-2", "보고서는 요약부터 보여줘.", 1, {"보고서는 요약부터 보여줘."})
+        now = await client.procedures("carol", query="보고서 써줘")
+        assert sorted(rule.text for rule in now.rules) == ["Always answer in Korean.", "보고서는 요약부터 보여줘."]
+        replaced = next(rule for rule in now.rules if rule.topic == "보고서")
+        history = await client.fact_history("carol", replaced.id)
+        assert (history.versions[0].value, history.versions[0].status) == ("보고서는 표부터 보여줘.", "superseded")
+        assert (await client.procedures("dave")).rules == []  # another user of the tenant sees none of them
+
+
+async def test_procedures_endpoint_ranks_under_the_budget_and_refuses_bad_input(write_stack: WriteStack) -> None:
+    async with AsyncTiermemClient(write_stack.base_url, ACME_KEY) as client:
+        for number, rule in enumerate([*GENERIC[:30], "보고서는 표부터 보여줘."]):
+            await client.save_rule("erin", rule, topic=f"t{number}")
+        await client.save_rule(SHARED_RULES_USER, "Approval takes two steps.", topic="approval", scope="org")
+        everything = await client.procedures("erin", token_budget=8000)
+        assert not everything.ranked and everything.total == 32 and len(everything.rules) == 32
+        assert everything.rules[-1].owner == "tenant"  # the user's own rules first, the tenant's after
+        narrowed = await client.procedures("erin", query="이번 주 보고서 작성해줘", token_budget=40)
+        assert narrowed.ranked and narrowed.tokens <= 40
+        assert [rule.text for rule in narrowed.rules] == ["보고서는 표부터 보여줘."]
+        assert narrowed.omitted == 31 == len(narrowed.left_out)
+        mine = await client.save_rule("erin", "Approval takes one step for me.", topic="approval")
+        assert mine.outcome == "created"
+        approvals = [r for r in (await client.procedures("erin", token_budget=8000)).rules if r.topic == "approval"]
+        assert [(r.owner, r.text) for r in approvals] == [("user", "Approval takes one step for me.")]
+        # Rules come through /v1/procedures: L0 does not spend its few entries on them again.
+        recalled = await client.auto("erin", "이번 주 보고서 작성해줘")
+        assert "보고서는 표부터" not in recalled.section and all(i.kind != "fact" for i in recalled.items), recalled
+        with pytest.raises(InvalidRequestError) as refused:
+            await client.procedures("erin", token_budget=0)
+        assert refused.value.status == 422 and refused.value.errors

@@ -73,6 +73,7 @@ EPISODE_KEYS = {
     "prompt_tokens",
     "completion_tokens",
     "cost_usd",
+    "importance",  # issue 19: scored when the episode is written
 }
 PASSAGE_KEYS = {
     "tenant_id",

@@ -89,7 +89,9 @@ async def test_metrics_series_and_counters_that_move_on_redelivery_and_dead_lett
         await publish(settings, session_event(session_id="s-poison"))
         await wait_until_idle(settings, SERVICES, timeout_s=120)
         after_poison = await scrape(settings.health_port)
-        stats = await collect_stats(settings, [f"http://127.0.0.1:{settings.health_port}/metrics"])
+        metrics_urls = [f"http://127.0.0.1:{settings.health_port}/metrics"]
+        stats = await collect_stats(settings, metrics_urls, per_tenant=True)
+        private = await collect_stats(settings, metrics_urls)
     finally:
         await running.stop()
 
@@ -122,13 +124,15 @@ async def test_metrics_series_and_counters_that_move_on_redelivery_and_dead_lett
     labels = {key for (_, pairs) in after_poison for key, _ in pairs}
     assert not labels & {"tenant", "tenant_id", "user", "user_id"}, "no tenant or user labels"
 
-    # `tiermem stats` reads the same stack: lag per consumer, DLQ size, LLM usage, per-tenant counts.
+    # `tiermem stats` reads the same stack: lag per consumer, DLQ size, LLM usage, per-tenant counts (opt-in).
     lags = {lag.consumer: lag for lag in stats.consumers}
     assert {"episodic-summarizer", "semantic-extractor", "dedup"} <= set(lags)
     assert lags[summarizer].pending == 0 and lags[summarizer].ack_pending == 0
     assert stats.dead_letters == 1
-    assert stats.tenants["acme"]["sessions"] == 2 and stats.tenants["acme"]["episodes"] == 1
+    assert stats.tenants["acme"]["sessions"] == 2 and stats.tenants["acme"]["episodes_created"] == 1
     assert stats.tenants["acme"]["entity_upserts"] >= 1
+    assert private.tenants == {} and "tenants" not in private.as_json(), "per-tenant counts only when asked"
+    assert private.dead_letters == 1
     usage = {row.purpose: row for row in stats.llm}
     assert usage["semantic_extraction"].input_tokens >= 200 and usage["semantic_extraction"].cost_usd > 0
     screen = Console(record=True, width=120)

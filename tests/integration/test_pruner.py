@@ -152,6 +152,10 @@ async def pruning(
         unrecalled_max_age_days=90,
         superseded_grace_days=30,
         prune_page_size=2,  # small pages: the paging loops run several rounds
+        # The plain age rules: forgotten episodes deleted at once, recalls not stretching the age
+        # (importance-weighted retention and compression: tests/integration/test_forgetting.py).
+        forget_compress=False,
+        recall_stretch=0.0,
     )
     index = EdgeVectorIndex(tmp_path / "edge")
     for collection in (EPISODES, PASSAGES, FACTS):

@@ -119,7 +119,9 @@ def recall_settings(
         nats=nats_settings,
         graph=GraphSettings(host=graph.host, port=graph.port, password=graph.password, graph_name=graph.graph_name),  # type: ignore[arg-type]
         api_keys=API_KEYS,
-        **overrides,
+        # Ranking is under test here, not the L0 deadline (test_l0_deadline.py): a loaded machine must
+        # not turn answers keyword-only.
+        **({"l0_embedding_deadline_ms": 600_000.0} | overrides),
     )
 
 
@@ -316,6 +318,7 @@ async def test_trivial_messages_are_skipped_before_any_store_call(
                 "top_score": None,
                 "tokens": 0,
                 "skipped_reason": "trivial",
+                "degraded": None,
             }
         assert resources.touched == []
         # The tripwire works: a real question does reach the stores and trips it.

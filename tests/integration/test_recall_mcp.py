@@ -60,6 +60,8 @@ TOOLS = {
     "memory_fact_history",
     "memory_forget",
     "memory_correct",
+    # procedural memory (issue 13)
+    "memory_procedures",
 }
 
 

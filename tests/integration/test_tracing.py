@@ -1,7 +1,8 @@
 """One trace per session across every hop (issue 15): a session ingested through the real
 pipeline (real nats-server, FalkorDB, Qdrant Edge, litellm's HTTP path to the local LLM stub)
 leaves one connected trace covering every consumer, with GenAI token/cost attributes on the LLM
-spans and no memory text in any attribute; its JSON logs carry the same trace id."""
+spans and no memory text, tenant id or user id in any span name or attribute (subjects appear as
+templates unless `record_owner_ids` is on); its JSON logs carry the same trace id."""
 
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ TEXTS = [
     "Understood: the DGIA billing service will be written in Go.",
 ]
 SUMMARY = "Alice decided to build the DGIA billing service in Go."
+TENANT, USER = "acme", "alice"
+SESSION_SPAN = "session.completed.v1.{tenant}.{user} create"  # the subject's template, not its owner
 FACT_TEXT = "The user lives in Seoul."
 _EXPORTER = InMemorySpanExporter()
 _ATTACHED: list[bool] = []
@@ -95,6 +98,16 @@ def _attribute_texts(span: ReadableSpan) -> list[str]:
     return [str(value) for value in values]
 
 
+def _span_texts(span: ReadableSpan) -> list[str]:
+    """Everything a tracing backend receives about a span in text: its name, its events' names,
+    the attributes' keys and values and the status description."""
+    texts = [span.name, *(event.name for event in span.events), *(span.attributes or {}).keys()]
+    texts += _attribute_texts(span)
+    if span.status.description:
+        texts.append(span.status.description)
+    return texts
+
+
 async def test_one_session_is_one_trace_with_llm_usage_and_no_text(
     stack_settings: TierMemSettings, llm_stub: LlmStubServer, spans: InMemorySpanExporter
 ) -> None:
@@ -107,7 +120,7 @@ async def test_one_session_is_one_trace_with_llm_usage_and_no_text(
     finally:
         await running.stop()
     finished = spans.get_finished_spans()
-    (root,) = [span for span in finished if span.name.endswith("session.completed.v1.acme.alice create")]
+    (root,) = [span for span in finished if span.name.endswith(SESSION_SPAN)]
     trace_id = root.context.trace_id
     in_trace = [span for span in finished if span.context.trace_id == trace_id]
 
@@ -135,11 +148,32 @@ async def test_one_session_is_one_trace_with_llm_usage_and_no_text(
     assert (extraction["gen_ai.usage.input_tokens"], extraction["gen_ai.usage.output_tokens"]) == (200, 50)
     assert extraction["tiermem.llm.cost_usd"] == pytest.approx(200 * 0.000001 + 50 * 0.000002)
 
-    secrets = ["Seoul", "billing service", "written in Go", SUMMARY, FACT_TEXT]
-    leaks = [
-        (span.name, text) for span in finished for text in _attribute_texts(span) if any(s in text for s in secrets)
-    ]
-    assert leaks == [], "no memory or prompt text in any span attribute"
+    assert {_attrs(span).get("messaging.destination.name") for span in in_trace} >= {
+        f"{settings.nats.subject_root}.session.completed.v1.{{tenant}}.{{user}}",
+        f"{settings.nats.subject_root}.episode.created.v1.{{tenant}}.{{user}}",
+        f"{settings.nats.subject_root}.entity.upserted.v1.{{tenant}}.{{user}}",
+    }, "the publish spans name each hop's subject as its template"
+    secrets = ["Seoul", "billing service", "written in Go", SUMMARY, FACT_TEXT, TENANT, USER]
+    leaks = [(span.name, text) for span in finished for text in _span_texts(span) if any(s in text for s in secrets)]
+    assert leaks == [], "no memory or prompt text and no tenant or user id in any span name or attribute"
+
+
+async def test_owner_ids_stay_in_nats_spans_only_when_opted_in(
+    stack_settings: TierMemSettings, spans: InMemorySpanExporter
+) -> None:
+    telemetry = stack_settings.telemetry.model_copy(update={"record_owner_ids": True})
+    settings = stack_settings.model_copy(update={"telemetry": telemetry})
+    running = await start_services(settings, [EPISODIC])  # no LLM configured: the offline summary
+    try:
+        await publish(settings, session_event(texts=TEXTS))
+        await wait_until_idle(settings, [EPISODIC], timeout_s=120)
+    finally:
+        await running.stop()
+    subject = f"{settings.nats.subject_root}.session.completed.v1.{TENANT}.{USER}"
+    names = {span.name for span in spans.get_finished_spans()}
+    assert {f"{subject} create", f"{subject} publish", f"{subject} process"} <= names
+    produced = {_attrs(span).get("messaging.destination.name") for span in spans.get_finished_spans()}
+    assert f"{settings.nats.subject_root}.episode.created.v1.{TENANT}.{USER}" in produced
 
 
 @pytest.fixture
@@ -170,9 +204,7 @@ async def test_logs_of_one_ingest_are_json_with_the_session_trace_id(
         await wait_until_idle(settings, [EPISODIC, SEMANTIC, DEDUP], timeout_s=120)
     finally:
         await running.stop()
-    (root,) = [
-        span for span in spans.get_finished_spans() if span.name.endswith("session.completed.v1.acme.alice create")
-    ]
+    (root,) = [span for span in spans.get_finished_spans() if span.name.endswith(SESSION_SPAN)]
     session_trace = format(root.context.trace_id, "032x")
 
     lines = [json.loads(line) for line in json_logs.getvalue().splitlines()]  # every line parses

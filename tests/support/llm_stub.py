@@ -16,6 +16,7 @@ import math
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -117,6 +118,7 @@ class LlmStubServer:
         self._lock = threading.Lock()
         self._scripts: dict[Route, deque[ScriptedResponse]] = {"chat": deque(), "embeddings": deque()}
         self._requests: list[RecordedRequest] = []
+        self._chat_responder: Callable[[dict[str, Any]], ScriptedResponse] | None = None
         # Set to wake every handler that is sleeping in a scripted delay (reset / stop).
         self._abort_delays = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -205,6 +207,13 @@ class LlmStubServer:
             ScriptedResponse(status=200, body=embeddings_body(vectors, prompt_tokens=prompt_tokens), delay_s=delay_s),
         )
 
+    def respond_with(self, responder: Callable[[dict[str, Any]], ScriptedResponse] | None) -> None:
+        """Answer chat requests the script does not cover with `responder(request body)` (called in the
+        handler thread; such requests count as scripted). For many concurrent calls whose order is not
+        fixed: the response is derived from the request. `reset` removes it."""
+        with self._lock:
+            self._chat_responder = responder
+
     def pending(self, route: Route = "chat") -> int:
         """Scripted responses not consumed yet."""
         with self._lock:
@@ -223,6 +232,7 @@ class LlmStubServer:
             for script in self._scripts.values():
                 script.clear()
             self._requests.clear()
+            self._chat_responder = None
             self._abort_delays.set()
             self._abort_delays = threading.Event()
 
@@ -231,8 +241,9 @@ class LlmStubServer:
     def _take(self, route: Route, path: str, body: dict[str, Any], headers: dict[str, str]) -> ScriptedResponse:
         with self._lock:
             script = self._scripts[route]
-            scripted = bool(script)
-            response = script.popleft() if scripted else None
+            response = script.popleft() if script else None
+            responder = self._chat_responder if route == "chat" and response is None else None
+            scripted = response is not None or responder is not None
             self._requests.append(
                 RecordedRequest(
                     route=route,
@@ -245,6 +256,8 @@ class LlmStubServer:
             )
         if response is not None:
             return response
+        if responder is not None:
+            return responder(body)
         if route == "embeddings":
             return ScriptedResponse(status=200, body=embeddings_body(self._default_vectors(body)))
         return ScriptedResponse(status=500, body=error_body(500, f"llm stub: no scripted response left for {path}"))

@@ -201,7 +201,9 @@ def test_extractive_summary_of_a_korean_session_is_korean() -> None:
     assert "Kubernetes" in out.entity_names
     abstract = make_abstract(out.summary)
     assert detect_language(abstract) == "ko"
-    assert out.summary.splitlines()[0].startswith(abstract.rstrip("…"))
+    # The abstract is the lead line without its role label ("사용자: "): a role names no one.
+    assert out.summary.splitlines()[0] == f"사용자: {abstract}"
+    assert not abstract.startswith(("사용자", "어시스턴트", "User", "Assistant"))
 
 
 def test_extractive_summary_is_deterministic_and_bounded() -> None:

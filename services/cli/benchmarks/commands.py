@@ -105,3 +105,60 @@ def load_command(
         ingest_sessions=ingest_sessions,
         seed=seed,
     )
+
+
+@bench_app.command("maintenance")
+def maintenance_command(
+    points: Annotated[
+        int, typer.Option(min=1, help="Episodes seeded before the window (the build threshold).")
+    ] = 20_000,
+    users: Annotated[int, typer.Option(min=1, help="Users they are spread over.")] = 2_000,
+    rate: Annotated[float, typer.Option(min=0.5, max=100.0, help="L0 calls per second (open loop).")] = 10.0,
+    tail: Annotated[float, typer.Option(min=0.0, help="Seconds of load before and after the window.")] = 5.0,
+    mode: Annotated[
+        list[str] | None, typer.Option(help="never, background, inline (repeatable; default: all three).")
+    ] = None,
+    seed: Annotated[int, typer.Option()] = 7,
+    out: Annotated[Path | None, typer.Option(help="Write the result as JSON here.")] = None,
+) -> None:
+    """L0 max/p99 and /readyz through an HNSW build window, per build mode; inline (the old behaviour) is
+    the same-run baseline."""
+    import json
+
+    from services.cli.benchmarks.maintenance import MODES, render_maintenance, run_maintenance_bench
+    from services.cli.evaluation.harness import quiet_consumer_logs
+
+    quiet_consumer_logs()
+    modes = tuple(mode or MODES)
+    results = asyncio.run(
+        run_maintenance_bench(points=points, users=users, rate=rate, tail_s=tail, modes=modes, seed=seed)
+    )
+    print(render_maintenance(results, rate=rate))
+    if out is not None:
+        out.write_text(json.dumps([r.summary() for r in results], indent=2) + "\n", encoding="utf-8")
+
+
+@bench_app.command("scale")
+def scale_command(
+    scale: Annotated[
+        float, typer.Option(min=0.000001, max=1.0, help="1 = 1M memories over 100k users; CI runs a tiny scale.")
+    ] = 1.0,
+    queries: Annotated[int, typer.Option(min=1, help="Timed L0 and L1 calls each.")] = 200,
+    local_memories: Annotated[
+        int, typer.Option(min=0, help="Memories on qdrant-client local mode for the ratio (0: skip).")
+    ] = 20_000,
+    seed: Annotated[int, typer.Option()] = 7,
+    work_dir: Annotated[Path | None, typer.Option(help="Keep the indexes here (default: a temp dir).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write the report as JSON here.")] = None,
+) -> None:
+    """1M memories over 100k users (at --scale 1): seeding time, RSS, disk, L0/L1 p50/p99 over HTTP, the
+    qdrant-client local-mode ratio and one user's growth curve."""
+    import json
+
+    from services.cli.benchmarks.scale import ScalePlan, render_scale, run_scale_bench
+
+    plan = ScalePlan.at(scale, queries=queries, local_memories=local_memories, seed=seed)
+    report = asyncio.run(run_scale_bench(plan, work_dir=work_dir))
+    print(render_scale(report))
+    if out is not None:
+        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

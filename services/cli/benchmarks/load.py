@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,15 +87,16 @@ class LoadResult:
         }
 
 
-class _Stack:
+class EmbeddedStack:
     """`tiermem up` as a child process in its own process group."""
 
-    def __init__(self, data_dir: Path, port: int) -> None:
+    def __init__(self, data_dir: Path, port: int, extra_env: Mapping[str, str] | None = None) -> None:
         self.data_dir, self.port = data_dir, port
+        self.extra_env = dict(extra_env or {})
         self.process: subprocess.Popen[bytes] | None = None
 
     def launch(self) -> None:
-        env = {**os.environ, "TIERMEM_DATA_DIR": str(self.data_dir)}
+        env = {**os.environ, "TIERMEM_DATA_DIR": str(self.data_dir), **self.extra_env}
         argv = [sys.executable, "-m", "services.cli", "up", "--data-dir", str(self.data_dir)]
         self.process = subprocess.Popen(
             [*argv, "--http-port", str(self.port)],
@@ -161,7 +162,7 @@ async def _run_phase(base_url: str, key: str, name: str, clients: int, duration_
     return result
 
 
-async def _publish(data_dir: Path, events: Sequence[SessionCompleted]) -> None:
+async def publish_events(data_dir: Path, events: Sequence[SessionCompleted]) -> None:
     from services.cli.ingest import publish_sessions
     from services.common.runtime.settings import load_settings
 
@@ -176,7 +177,7 @@ async def _pipeline_busy(data_dir: Path) -> bool:
     return any((await backlog(load_settings(data_dir), all_services())).values())
 
 
-async def _wait_idle(data_dir: Path, timeout_s: float) -> None:
+async def wait_idle(data_dir: Path, timeout_s: float) -> None:
     from services.cli.consolidation import wait_until_idle
     from services.cli.stack import all_services
     from services.common.runtime.settings import load_settings
@@ -184,7 +185,7 @@ async def _wait_idle(data_dir: Path, timeout_s: float) -> None:
     await wait_until_idle(load_settings(data_dir), all_services(), timeout_s=timeout_s)
 
 
-def _sessions(count: int, seed: int) -> list[SessionCompleted]:
+def local_sessions(count: int, seed: int) -> list[SessionCompleted]:
     return [
         event.model_copy(update={"tenant_id": LOCAL_TENANT})
         for event in synthetic_sessions(count, users=10, seed=seed, tenant_id=LOCAL_TENANT)
@@ -199,15 +200,15 @@ async def run_load_bench(
         raise ValueError("clients must be 1-200 and the duration 1-600 s")
     directory = Path(tempfile.mkdtemp(prefix="tiermem-bench-load-"))
     port = free_port()
-    stack = _Stack(directory, port)
+    stack = EmbeddedStack(directory, port)
     try:
         key = await stack.start()
         base_url = f"http://127.0.0.1:{port}"
-        await _publish(directory, _sessions(seed_sessions, seed))
-        await _wait_idle(directory, timeout_s=1800)
+        await publish_events(directory, local_sessions(seed_sessions, seed))
+        await wait_idle(directory, timeout_s=1800)
         await _run_phase(base_url, key, "warm-up", clients, min(5.0, duration_s))
         idle = await _run_phase(base_url, key, "idle", clients, duration_s)
-        await _publish(directory, _sessions(ingest_sessions, seed + 1))
+        await publish_events(directory, local_sessions(ingest_sessions, seed + 1))
         ingesting = await _run_phase(base_url, key, "while ingesting", clients, duration_s)
         ingesting.pipeline_busy_at_end = await _pipeline_busy(directory)
     finally:

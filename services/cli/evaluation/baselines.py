@@ -1,5 +1,7 @@
 """The baselines, ranked over the raw turns of the same sample: BM25, dense retrieval with the same
-embedding model, their reciprocal-rank fusion, and "the last N sessions".
+embedding model, their reciprocal-rank fusion, a passage-level hybrid (4-turn windows scored like
+the stores score: 0.3 keyword / 0.7 dense on the same [0, 1] parts, no consolidation at all), and
+"the last N sessions".
 
 Every system ranks SESSIONS (a turn ranking becomes a session ranking by each session's best turn), so
 recall@k asks the same question of all of them: is an evidence session among the first k.
@@ -12,7 +14,7 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,10 +29,14 @@ OURS = "tiermem L1"
 BM25 = "BM25 turns"
 DENSE = "dense turns"
 HYBRID = "hybrid turns (RRF)"
+PASSAGES = "hybrid passages (4 turns)"
 LAST_N = "last N sessions"
-BASELINES = (BM25, DENSE, HYBRID, LAST_N)
+BASELINES = (BM25, DENSE, HYBRID, PASSAGES, LAST_N)
 SYSTEMS = (OURS, *BASELINES)
 RRF_K = 60
+PASSAGE_TURNS = 4
+PASSAGE_KEYWORD_WEIGHT = 0.3
+PASSAGE_DENSE_WEIGHT = 0.7
 
 
 class Bm25:
@@ -103,12 +109,16 @@ def unique_in_order(values: Iterable[int | None]) -> list[int]:
 
 @dataclass
 class TurnCorpus:
-    """The raw turns of one sample for the baselines: text, session, BM25 index, unit dense vectors."""
+    """The raw turns of one sample for the baselines: text, session, BM25 index, unit dense vectors;
+    and the same for its 4-turn passages (the passage-level baseline)."""
 
     texts: list[str]
     sessions: list[int]
     bm25: Bm25
     vectors: Any  # numpy array (turns × dim), rows of unit length
+    passage_sessions: list[int] = field(default_factory=list)
+    passage_bm25: Bm25 | None = None
+    passage_vectors: Any = None  # numpy array (passages × dim), rows of unit length
 
 
 def corpus_texts(sample: LocomoSample) -> tuple[list[str], list[int]]:
@@ -118,23 +128,72 @@ def corpus_texts(sample: LocomoSample) -> tuple[list[str], list[int]]:
     return texts, sessions
 
 
+def passage_texts(sample: LocomoSample, turns_per_passage: int = PASSAGE_TURNS) -> tuple[list[str], list[int]]:
+    """Consecutive windows of `turns_per_passage` turns within each session ("Speaker: text" lines),
+    without overlap: the plainest passage retrieval, with no summary, no facts, no consolidation."""
+    texts: list[str] = []
+    sessions: list[int] = []
+    for session in sample.sessions:
+        lines = [f"{turn.speaker}: {turn.text}" for turn in session.turns]
+        for start in range(0, len(lines), turns_per_passage):
+            texts.append("\n".join(lines[start : start + turns_per_passage]))
+            sessions.append(session.number)
+    return texts, sessions
+
+
+async def _unit_vectors(texts: Sequence[str], embedder: Embedder, cache: Path | None) -> Any:
+    import numpy as np
+
+    if cache is not None and await asyncio.to_thread(cache.exists):
+        return await asyncio.to_thread(np.load, cache)
+    matrix = np.asarray(await embedder.embed_passages(list(texts)), dtype=np.float32)
+    matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+    if cache is not None:
+        await asyncio.to_thread(np.save, cache, matrix)
+    return matrix
+
+
+def _cache_path(
+    cache_dir: Path | None, kind: str, sample: LocomoSample, model: str, texts: Sequence[str]
+) -> Path | None:
+    if cache_dir is None:
+        return None
+    digest = hashlib.sha256("\x1e".join([model, *texts]).encode("utf-8")).hexdigest()[:16]
+    return cache_dir / f"{kind}-{sample.user_id}-{digest}.npy"
+
+
 async def build_corpus(
     sample: LocomoSample, embedder: Embedder, keywords: KeywordEncoder, cache_dir: Path | None
 ) -> TurnCorpus:
-    import numpy as np
-
     texts, sessions = corpus_texts(sample)
+    windows, window_sessions = passage_texts(sample)
     tokens = await asyncio.to_thread(lambda: [keywords.tokens(text) for text in texts])
-    digest = hashlib.sha256("\x1e".join([embedder.model_name, *texts]).encode("utf-8")).hexdigest()[:16]
-    cache = cache_dir / f"turns-{sample.user_id}-{digest}.npy" if cache_dir is not None else None
-    if cache is not None and cache.exists():
-        matrix = np.load(cache)
-    else:
-        matrix = np.asarray(await embedder.embed_passages(texts), dtype=np.float32)
-        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
-        if cache is not None:
-            np.save(cache, matrix)
-    return TurnCorpus(texts=texts, sessions=sessions, bm25=Bm25(tokens), vectors=matrix)
+    window_tokens = await asyncio.to_thread(lambda: [keywords.tokens(text) for text in windows])
+    model = embedder.model_name
+    matrix = await _unit_vectors(texts, embedder, _cache_path(cache_dir, "turns", sample, model, texts))
+    window_matrix = await _unit_vectors(windows, embedder, _cache_path(cache_dir, "passages", sample, model, windows))
+    return TurnCorpus(
+        texts=texts,
+        sessions=sessions,
+        bm25=Bm25(tokens),
+        vectors=matrix,
+        passage_sessions=window_sessions,
+        passage_bm25=Bm25(window_tokens),
+        passage_vectors=window_matrix,
+    )
+
+
+def passage_hybrid_scores(bm25_scores: Sequence[float], cosines: Sequence[float]) -> list[float]:
+    """0.3 keyword / 0.7 dense over the same [0, 1] parts the vector stores fuse (keyword saturated in
+    units of one unique-term match, dense above the model's floor): the store's scoring, minus tiermem."""
+    from services.common.stores.vector.fusion import dense_part, keyword_part
+
+    size = len(bm25_scores)
+    total = PASSAGE_KEYWORD_WEIGHT + PASSAGE_DENSE_WEIGHT
+    return [
+        (PASSAGE_KEYWORD_WEIGHT * keyword_part(raw, size) + PASSAGE_DENSE_WEIGHT * dense_part(cosine)) / total
+        for raw, cosine in zip(bm25_scores, cosines, strict=True)
+    ]
 
 
 def baseline_rankings(
@@ -150,9 +209,14 @@ def baseline_rankings(
     fused = reciprocal_rank_fusion(
         [ranked_indexes(bm25_scores, positive_only=True), ranked_indexes(dense_scores)], len(corpus.texts)
     )
-    return {
+    rankings = {
         BM25: sessions_by_best_turn(bm25_scores, corpus.sessions, all_sessions),
         DENSE: sessions_by_best_turn(dense_scores, corpus.sessions, all_sessions),
         HYBRID: sessions_by_best_turn(fused, corpus.sessions, all_sessions),
         LAST_N: latest_sessions([(s.number, s.occurred_at) for s in sample.sessions]),
     }
+    if corpus.passage_bm25 is not None and corpus.passage_vectors is not None:
+        cosines = [float(v) for v in corpus.passage_vectors @ query]
+        hybrid = passage_hybrid_scores(corpus.passage_bm25.scores(query_terms), cosines)
+        rankings[PASSAGES] = sessions_by_best_turn(hybrid, corpus.passage_sessions, all_sessions)
+    return rankings

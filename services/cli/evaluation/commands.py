@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pydantic import ValidationError
 
+from services.cli.evaluation import answer_options as ao
 from services.cli.evaluation.harness import quiet_consumer_logs
 from services.cli.evaluation.locomo import LocomoFormatError
 
@@ -98,8 +99,16 @@ def locomo_command(
             "speaker's name only in the text (a group chat or an imported transcript).",
         ),
     ] = "chat",
+    answer_model: ao.AnswerModelOption = None,
+    judge_model: ao.JudgeModelOption = None,
+    answer_limit: ao.AnswerLimitOption = None,
+    answer_concurrency: ao.AnswerConcurrencyOption = ao.DEFAULT_CONCURRENCY,
+    answer_l1_k: ao.AnswerL1Option = 0,
+    answer_api_base: ao.AnswerApiBaseOption = None,
+    answer_price: ao.AnswerPriceOption = None,
 ) -> None:
-    """Ingest LoCoMo into an embedded stack, ask every question through L1 and L0, compare with baselines."""
+    """Ingest LoCoMo into an embedded stack, ask every question through L1 and L0, compare with baselines;
+    with --answer-model, also answer and judge them (J-score, reflection rate, tokens, cost)."""
     from rich.console import Console
 
     from services.cli.evaluation.locomo_run import LocomoConfig, run_locomo
@@ -110,6 +119,9 @@ def locomo_command(
     if form not in ("chat", "group"):
         err.print(f"[red]error:[/] --form must be chat or group, not {form!r}")
         raise typer.Exit(2)
+    answers = ao.answer_config(
+        err, answer_model, judge_model, answer_limit, answer_concurrency, answer_l1_k, answer_api_base, answer_price
+    )
     quiet_consumer_logs()
     config = LocomoConfig(
         path=path,
@@ -119,6 +131,7 @@ def locomo_command(
         max_questions=questions,
         recall_overrides=parse_overrides(recall_setting or []),
         form="group" if form == "group" else "chat",
+        answers=answers,
     )
     try:
         with _progress(err) as progress:
@@ -133,6 +146,7 @@ def locomo_command(
         console.print(f"report: {out}")
     _draw_chart(report, png or (out.with_suffix(".png") if out is not None else Path("locomo-recall.png")), console)
     console.print(f"runtime: {report['timings_s']['total_s']:.0f} s ({report['timings_s']})")
+    ao.finish_answers(report, console, out)
 
 
 @eval_app.command("scenarios")

@@ -124,6 +124,8 @@ class EvalStack:
     servers: EmbeddedServers | None = None
     # Recall API instances with higher L0 minimum scores (the LoCoMo threshold sweep), same stores.
     sweep: dict[float, RecallClient] = field(default_factory=dict)
+    # The same sweep with the L0 gate off (minimum score only): the frontier the gate has to beat.
+    sweep_ungated: dict[float, RecallClient] = field(default_factory=dict)
 
 
 def eval_settings(
@@ -149,8 +151,20 @@ def eval_settings(
         ),
         vector=VectorSettings(backend="edge", path=data_dir / "qdrant-edge"),
         api_keys={api_key: tenant_id},
-        **overrides,
+        # Quality is measured here, not latency: a loaded machine must not turn answers keyword-only
+        # (the L0 deadline, services/recall_api/l0_deadline.py).
+        **({"l0_embedding_deadline_ms": 600_000.0} | overrides),
     )
+
+
+# The L0 settings that turn the gate off (`ungated_settings`): a minimum score and nothing else.
+UNGATED_L0 = {"l0_relative_margin": 1.0, "l0_one_per_session": False, "l0_subject_attribution": False}
+UNGATED_L0_EXTRA = {"l0_min_dense": 0.0, "l0_min_keyword": 0.0, "l0_detail_max_dense": 0.0}
+
+
+def ungated_settings(settings: RecallApiSettings, min_score: float) -> RecallApiSettings:
+    """`settings` with the L0 gate off and this minimum score: the frontier before the gate."""
+    return settings.model_copy(update={**UNGATED_L0, **UNGATED_L0_EXTRA, "l0_min_score": min_score})
 
 
 def sweep_thresholds(default: float) -> list[float]:
@@ -186,6 +200,10 @@ async def recall_stack(
                     variant = settings.model_copy(update={"l0_min_score": threshold})
                     stack.sweep[threshold] = await clients.enter_async_context(
                         RecallClient(variant, resources, api_key)
+                    )
+                for threshold in [settings.l0_min_score, *sweep_thresholds(settings.l0_min_score)]:
+                    stack.sweep_ungated[threshold] = await clients.enter_async_context(
+                        RecallClient(ungated_settings(settings, threshold), resources, api_key)
                     )
             yield stack
     finally:

@@ -21,7 +21,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.cli.evaluation.baselines import OURS, RRF_K, TurnCorpus, baseline_rankings, build_corpus, unique_in_order
+from services.cli.evaluation.baselines import (
+    OURS,
+    PASSAGE_DENSE_WEIGHT,
+    PASSAGE_KEYWORD_WEIGHT,
+    PASSAGE_TURNS,
+    RRF_K,
+    TurnCorpus,
+    baseline_rankings,
+    build_corpus,
+    unique_in_order,
+)
 from services.cli.evaluation.harness import EvalStack, embedded_stack, item_sessions, wait_for_consolidation
 from services.cli.evaluation.locomo import (
     ChatForm,
@@ -37,6 +47,7 @@ from services.cli.evaluation.metrics import QuestionResult, build_report
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from services.cli.evaluation.answers import AnswerEvalConfig
     from services.cli.ingest import PublishCounts
     from services.cli.stack import RunningServices
     from services.recall_api.settings import RecallApiSettings
@@ -59,6 +70,7 @@ class LocomoConfig:
     # proposal with the same harness. Reported in the JSON; the defaults are the headline numbers.
     recall_overrides: tuple[tuple[str, str], ...] = ()
     form: ChatForm = "chat"  # how the sessions arrive: labelled chat, or group chat / imported transcript
+    answers: AnswerEvalConfig | None = None  # answer-level evaluation (answers.py); None skips it
 
     @property
     def curve_ks(self) -> tuple[int, ...]:
@@ -76,6 +88,7 @@ class LocomoRun:
     counters: dict[str, int]
     stored: dict[str, int]
     timings: dict[str, float]
+    answers: dict[str, Any] | None = None  # the report's `answers` section, when it ran
 
 
 async def evaluate_question(
@@ -94,6 +107,7 @@ async def evaluate_question(
     by_threshold = {stack.settings.l0_min_score: auto.items}
     for threshold, client in stack.sweep.items():
         by_threshold[threshold] = (await client.auto(user, question.question)).items
+    ungated = {t: (await client.auto(user, question.question)).items for t, client in stack.sweep_ungated.items()}
     rankings: dict[str, dict[int, list[int]]] = {OURS: {}}
     l1_latencies: list[float] = []
     for k in ks:
@@ -122,6 +136,9 @@ async def evaluate_question(
         l0_by_threshold={
             threshold: await item_sessions(stack, user, items, session_numbers)
             for threshold, items in by_threshold.items()
+        },
+        l0_ungated_by_threshold={
+            threshold: await item_sessions(stack, user, items, session_numbers) for threshold, items in ungated.items()
         },
     )
 
@@ -187,7 +204,14 @@ async def _run_on_embedded_stack(
         results = await _ask_questions(stack, samples, corpora, config.curve_ks, progress)
         timings["questions_s"] = time.monotonic() - started
         stored = await _stored_counts(stack, samples, config.tenant_id)
-    return LocomoRun(stack.settings, results, counts, counters, stored, timings)
+        answers = None
+        if config.answers is not None:
+            from services.cli.evaluation.answers import run_answer_eval
+
+            started = time.monotonic()
+            answers = await run_answer_eval(stack, samples, config.answers, progress)
+            timings["answers_s"] = time.monotonic() - started
+    return LocomoRun(stack.settings, results, counts, counters, stored, timings, answers)
 
 
 async def _ingest(
@@ -256,7 +280,10 @@ def _report_meta(config: LocomoConfig, samples: Sequence[LocomoSample], run: Loc
             "l0": (
                 f"recall/auto, question as the message: max {settings.l0_default_max_entries} items, "
                 f"{settings.l0_default_token_budget} tokens, keyword {settings.l0_keyword_weight} / dense "
-                f"{settings.l0_dense_weight}, min score {settings.l0_min_score}"
+                f"{settings.l0_dense_weight}, min score {settings.l0_min_score}; gate: within "
+                f"{settings.l0_relative_margin} of the top, dense >= {settings.l0_min_dense}, keyword >= "
+                f"{settings.l0_min_keyword}, one per session {settings.l0_one_per_session}, subject attribution "
+                f"{settings.l0_subject_attribution}"
             ),
             "l1": (
                 f"memory_search kinds=[episode], limit=k for each k plotted: keyword {settings.l1_keyword_weight} / "
@@ -264,10 +291,15 @@ def _report_meta(config: LocomoConfig, samples: Sequence[LocomoSample], run: Loc
             ),
             "episode_ttl_days": config.episode_ttl_days,
             "baseline_hybrid": f"reciprocal rank fusion of BM25 and dense turn rankings, k={RRF_K}",
+            "baseline_passages": (
+                f"{PASSAGE_TURNS}-turn windows, {PASSAGE_KEYWORD_WEIGHT} keyword (BM25) / {PASSAGE_DENSE_WEIGHT} "
+                "dense on the stores' [0, 1] parts, a session ranked by its best passage"
+            ),
             "llm": "offline (extractive summaries, heuristic facts)",
             "recall_overrides": dict(config.recall_overrides),
             "episode_half_life_days": settings.episode_half_life_days,
         },
+        **({"answers": run.answers} if run.answers is not None else {}),
     }
 
 

@@ -10,13 +10,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.cli.evaluation.baselines import BASELINES, OURS, SYSTEMS
+from services.cli.evaluation.baselines import BASELINES, OURS, PASSAGES, SYSTEMS
 from services.cli.evaluation.locomo import ADVERSARIAL
 
-TARGET_L1_RECALL_AT_5 = 0.90
+# Issue 17's bars (dev subset, offline): L1 recall@5 per chat form and above the passage-level
+# baseline; L0 recall with bounded contamination; abstention on category 5.
+TARGET_L1_RECALL_AT_5 = 0.93
+TARGET_L1_RECALL_AT_5_BY_FORM = {"chat": 0.93, "group": 0.91}
 TARGET_MARGIN_OVER_BASELINE = 0.03
-TARGET_L0_ABSTENTION = 0.5
-TARGET_L0_RECALL = 0.6
+TARGET_L0_ABSTENTION = 0.3
+TARGET_L0_RECALL = 0.75
+TARGET_L0_CONTAMINATION = 0.45
 
 
 def ranking_for(rankings_by_limit: Mapping[int, Sequence[int]], k: int) -> Sequence[int]:
@@ -56,6 +60,8 @@ class QuestionResult:
     l1_latency_ms: float = 0.0
     # What L0 injected with other minimum scores (the threshold trade-off), keyed by the minimum score.
     l0_by_threshold: dict[float, list[InjectedItem]] = field(default_factory=dict)
+    # The same with the L0 gate off (minimum score only): the frontier before the gate.
+    l0_ungated_by_threshold: dict[float, list[InjectedItem]] = field(default_factory=dict)
 
     @property
     def answerable(self) -> bool:
@@ -139,17 +145,22 @@ def l0_table(results: Sequence[QuestionResult]) -> dict[str, Any]:
     }
 
 
-def l0_tradeoff(results: Sequence[QuestionResult]) -> list[dict[str, Any]]:
+def l0_tradeoff(results: Sequence[QuestionResult], *, ungated: bool = False) -> list[dict[str, Any]]:
     """L0 at each minimum score it was asked with: the recall rate and contamination (answerable
-    questions with evidence), the abstention rate (category 5) and items per question."""
+    questions with evidence), the abstention rate (category 5) and items per question. `ungated`: the
+    same with the L0 gate off (the frontier before the gate)."""
     scored = [r for r in results if r.scored]
     adversarial = [r for r in results if r.category == ADVERSARIAL]
-    thresholds = sorted({t for r in results for t in r.l0_by_threshold})
+
+    def sweep(r: QuestionResult) -> dict[float, list[InjectedItem]]:
+        return r.l0_ungated_by_threshold if ungated else r.l0_by_threshold
+
+    thresholds = sorted({t for r in results for t in sweep(r)})
     rows: list[dict[str, Any]] = []
     for threshold in thresholds:
 
         def kept(r: QuestionResult, threshold: float = threshold) -> list[InjectedItem]:
-            return r.l0_by_threshold.get(threshold, [])
+            return sweep(r).get(threshold, [])
 
         injected = [(r, kept(r)) for r in scored]
         items = sum(len(k) for _, k in injected)
@@ -195,23 +206,23 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def target_checks(recall: Mapping[str, Any], l0: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The issue's targets, each with the measured value, the bar and by how much it is met or missed."""
+def target_checks(recall: Mapping[str, Any], l0: Mapping[str, Any], form: str = "chat") -> list[dict[str, Any]]:
+    """The issue's targets, each with the measured value, the bar and by how much it is met or missed
+    (positive `by`: met with room; for contamination, lower is better and `by` is bar − value)."""
     checks: list[dict[str, Any]] = []
 
-    def check(name: str, value: float | None, bar: float) -> None:
-        checks.append(
-            {
-                "target": name,
-                "value": value,
-                "bar": bar,
-                "met": value is not None and value >= bar - 1e-12,
-                "by": None if value is None else value - bar,
-            }
-        )
+    def check(name: str, value: float | None, bar: float, *, at_most: bool = False, strict: bool = False) -> None:
+        by = None if value is None else (bar - value if at_most else value - bar)
+        met = by is not None and (by > 1e-12 if strict else by >= -1e-12)
+        checks.append({"target": name, "value": value, "bar": bar, "met": met, "by": by})
 
     ours_at_5 = recall.get(OURS, {}).get("overall", {}).get("5")
-    check("L1 session recall@5", ours_at_5, TARGET_L1_RECALL_AT_5)
+    check(
+        f"L1 session recall@5 ({form} form)", ours_at_5, TARGET_L1_RECALL_AT_5_BY_FORM.get(form, TARGET_L1_RECALL_AT_5)
+    )
+    passages_at_5 = recall.get(PASSAGES, {}).get("overall", {}).get("5")
+    if ours_at_5 is not None and passages_at_5 is not None:
+        check("L1 recall@5 above the passage-level hybrid", ours_at_5 - passages_at_5, 0.0, strict=True)
     baselines_at_5 = [
         recall[b]["overall"]["5"] for b in BASELINES if b in recall and recall[b]["overall"].get("5") is not None
     ]
@@ -219,6 +230,12 @@ def target_checks(recall: Mapping[str, Any], l0: Mapping[str, Any]) -> list[dict
         check("L1 recall@5 minus best baseline", ours_at_5 - max(baselines_at_5), TARGET_MARGIN_OVER_BASELINE)
     check("L0 abstention on category 5", l0["adversarial"]["abstention_rate"], TARGET_L0_ABSTENTION)
     check("L0 recall rate (categories 1-4)", l0["overall"]["recall_rate"], TARGET_L0_RECALL)
+    check(
+        "L0 contamination (categories 1-4)",
+        l0["overall"].get("contamination_rate"),
+        TARGET_L0_CONTAMINATION,
+        at_most=True,
+    )
     return checks
 
 
@@ -250,11 +267,12 @@ def build_report(
         "comparison": comparison_table(recall, ks),
         "l0": l0,
         "l0_tradeoff": l0_tradeoff(results),
+        "l0_frontier": {"gated": l0_tradeoff(results), "ungated": l0_tradeoff(results, ungated=True)},
         "latency_ms": {
             "l0_auto": {"p50": percentile(l0_latencies, 0.5), "p95": percentile(l0_latencies, 0.95)},
             "l1_search": {"p50": percentile(l1_latencies, 0.5), "p95": percentile(l1_latencies, 0.95)},
         },
-        "targets": target_checks(recall, l0),
+        "targets": target_checks(recall, l0, str(meta.get("form", "chat"))),
         "per_question": [
             {
                 "sample_id": r.sample_id,

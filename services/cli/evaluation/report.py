@@ -41,7 +41,8 @@ def recall_overall_table(report: Mapping[str, Any]) -> Table:
         f"Session recall@k, categories 1-4 ({scored} questions with evidence)", ["system"], [f"@{k}" for k in ks]
     )
     for system in SYSTEMS:
-        table.add_row(system, *(_fmt(recall[system]["overall"][k]) for k in ks))
+        if system in recall:  # a report from before a baseline was added lacks it
+            table.add_row(system, *(_fmt(recall[system]["overall"][k]) for k in ks))
     return table
 
 
@@ -125,6 +126,36 @@ def tradeoff_view(tradeoff: Iterable[Mapping[str, Any]]) -> Table:
     return table
 
 
+def frontier_view(frontier: Mapping[str, Any]) -> Table:
+    """The L0 frontier: recall and contamination at each minimum score, without the gate and with it."""
+    table = _table(
+        "L0 frontier: minimum score only (before) vs with the L0 gate (same run, same stores)",
+        [],
+        [
+            "min score",
+            "recall before",
+            "contam. before",
+            "abst. before",
+            "recall gated",
+            "contam. gated",
+            "abst. gated",
+        ],
+    )
+    gated = {row["min_score"]: row for row in frontier.get("gated", [])}
+    for row in frontier.get("ungated", []):
+        after = gated.get(row["min_score"], {})
+        table.add_row(
+            f"{row['min_score']:.2f}",
+            _fmt(row["recall_rate"]),
+            _fmt(row["contamination_rate"]),
+            _fmt(row["abstention_rate"]),
+            _fmt(after.get("recall_rate")),
+            _fmt(after.get("contamination_rate")),
+            _fmt(after.get("abstention_rate")),
+        )
+    return table
+
+
 def targets_view(checks: Iterable[Mapping[str, Any]]) -> Table:
     table = _table("Targets", ["target", "value", "bar", "met", "by"], [])
     for check in checks:
@@ -148,4 +179,6 @@ def render_report(report: Mapping[str, Any], console: Console) -> None:
     console.print(latency_line(report["latency_ms"]))
     if report.get("l0_tradeoff"):
         console.print(tradeoff_view(report["l0_tradeoff"]))
+    if (report.get("l0_frontier") or {}).get("ungated"):
+        console.print(frontier_view(report["l0_frontier"]))
     console.print(targets_view(report["targets"]))

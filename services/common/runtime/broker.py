@@ -15,7 +15,6 @@ from typing import Any, Generic, TypeVar
 import nats
 from faststream import AckPolicy
 from faststream.nats import JStream, NatsBroker, NatsMessage, PullSub
-from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -28,9 +27,10 @@ from pydantic import BaseModel, ValidationError
 
 from contracts import DeadLetterRecord, Subjects
 from services.common.domain.ids import deterministic_uuid
+from services.common.domain.sensitive import sensitive
 from services.common.runtime.instruments import DEAD_LETTERS, HANDLER_SECONDS, REDELIVERIES
 from services.common.runtime.settings import NatsSettings, TierMemSettings
-from services.common.runtime.telemetry import install_tracing
+from services.common.runtime.telemetry import install_tracing, nats_tracing_middleware
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer(__name__)
@@ -231,7 +231,7 @@ def build_broker(settings: TierMemSettings, service_name: str, *, bounded: bool 
         token=nats_settings.token.get_secret_value() if nats_settings.token else None,
         name=f"tiermem-{service_name}",
         connect_timeout=int(nats_settings.connect_timeout_s),
-        middlewares=[NatsTelemetryMiddleware(tracer_provider=tracer_provider)],
+        middlewares=[nats_tracing_middleware(settings.telemetry, tracer_provider)],
         graceful_timeout=30.0,
         max_reconnect_attempts=BOUNDED_CONNECT_ATTEMPTS if bounded else -1,
         pending_size=NO_PUBLISH_BUFFER,
@@ -443,7 +443,7 @@ class _ExplicitAckConsumer(Generic[ModelT]):
             deliveries,
             self._settings.max_deliver,
             delay,
-            reason,
+            sensitive(reason),  # may quote model output (memory text)
         )
         await received.msg.nack(delay=delay)
         return "retry"
@@ -466,7 +466,7 @@ class _ExplicitAckConsumer(Generic[ModelT]):
             received.stream_sequence,
             self._spec.durable,
             kind,
-            reason,
+            sensitive(reason, kept_in="the dead-letter record"),  # may quote model output (memory text)
         )
 
 

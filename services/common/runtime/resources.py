@@ -88,7 +88,11 @@ class Resources:
         if vector.backend == "edge":
             from services.common.stores.vector.edge import EdgeVectorIndex
 
-            index = EdgeVectorIndex(vector.path or Path(self.settings.data_dir) / "qdrant-edge")
+            index = EdgeVectorIndex(
+                vector.path or Path(self.settings.data_dir) / "qdrant-edge",
+                optimize_threshold=vector.index_build_threshold,
+                index_builds=vector.index_builds,
+            )
         else:
             from qdrant_client import AsyncQdrantClient
 
@@ -150,9 +154,9 @@ class Resources:
 
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            from services.common.gateways.embedding import TracedEmbedder, build_embedder
+            from services.common.gateways.embedding import CachedQueryEmbedder, TracedEmbedder, build_embedder
 
-            self._embedder = TracedEmbedder(build_embedder(self.settings.embedding))
+            self._embedder = CachedQueryEmbedder(TracedEmbedder(build_embedder(self.settings.embedding)))
         return self._embedder
 
     def llm(self) -> LlmGateway:

@@ -35,6 +35,7 @@ from services.common.runtime.logs import configure_logging_leniently
 from services.common.runtime.resources import Resources, ServiceContext
 from services.common.runtime.service import ServiceDefinition, build_context
 from services.common.runtime.settings import TierMemSettings, load_settings
+from services.common.runtime.store_counts import keep_counting
 from services.common.runtime.telemetry import install_tracing
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,10 @@ class ServiceRoot:
         for definition in self.services:
             if definition.background is not None:
                 self.background.append(asyncio.create_task(definition.background(self.contexts[definition.name])))
+        telemetry = self.settings.telemetry
+        if self._http_api is not None and telemetry.store_counts_interval_s > 0:  # for `tiermem stats`
+            counting = keep_counting(self.resources, telemetry.store_counts_interval_s, telemetry.tenant_counts)
+            self.background.append(asyncio.create_task(counting, name="store-counts"))
         await self._start_http()
 
     async def _start_http(self) -> None:
@@ -150,6 +155,11 @@ class ServiceRoot:
             port=self._http_api.port,
             log_level=self._http_api.log_level,
             lifespan="on",
+            # uvicorn's lines go to the process's handler (JSON with trace ids when configured), not
+            # to text handlers of its own; no access log: it quotes raw paths, which carry user ids
+            # (every request is a span and a metric instead).
+            log_config=None,
+            access_log=False,
         )
         server = uvicorn.Server(config)
         self._http_server = server
@@ -242,7 +252,8 @@ def create_service_app(definition: ServiceDefinition[Any], base: TierMemSettings
     or `faststream run services.NAME.app:create_app --factory`). FastStream starts and stops the
     broker (and handles the signals); its lifespan hooks run the root's pieces around it."""
     settings = base or load_settings()
-    configure_logging_leniently(settings.log_level, settings.log_format)  # TIERMEM_LOG_LEVEL / TIERMEM_LOG_FORMAT
+    # TIERMEM_LOG_LEVEL / TIERMEM_LOG_FORMAT / TIERMEM_LOG_CONTENT
+    configure_logging_leniently(settings.log_level, settings.log_format, settings.log_content)
     root = compose(settings, [definition], name=definition.name)
     app = FastStream(root.broker)
 

@@ -52,6 +52,14 @@ class VectorSettings(BaseModel):
     path: Path | None = Field(default=None, description="Edge data dir (default <data_dir>/qdrant-edge).")
     url: str | None = Field(default=None, description="Qdrant server URL for backend=server.")
     api_key: SecretStr | None = None
+    index_builds: Literal["never", "background", "inline"] = Field(
+        default="never",
+        description="Edge HNSW builds: never (per-owner searches scan; nothing stalls a turn), background (a child "
+        "process builds a copy, swapped in: a short pause to load it) or inline (freezes the process while it builds).",
+    )
+    index_build_threshold: int = Field(
+        default=20_000, ge=1, description="Edge: points written since the last HNSW build that start the next one."
+    )
 
 
 class GraphSettings(BaseModel):
@@ -90,6 +98,19 @@ class EmbeddingSettings(BaseModel):
 class TelemetrySettings(BaseModel):
     otlp_endpoint: str | None = Field(default=None, description="OTLP/HTTP endpoint; unset = tracing export off.")
     service_name: str = "tiermem"
+    record_owner_ids: bool = Field(
+        default=False,
+        description="TIERMEM_TELEMETRY__RECORD_OWNER_IDS: keep tenant and user ids in NATS span names and attributes "
+        "(off: subjects appear as templates, memory.session.completed.v1.{tenant}.{user}).",
+    )
+    tenant_counts: bool = Field(
+        default=False,
+        description="TIERMEM_TELEMETRY__TENANT_COUNTS: also export stored episodes/facts/entities per tenant "
+        "(tiermem_stored_items_by_tenant); totals are always exported.",
+    )
+    store_counts_interval_s: float = Field(
+        default=60.0, ge=0, description="How often the recall API's process counts the stores; 0 = never."
+    )
 
 
 class TierMemSettings(BaseSettings):
@@ -112,6 +133,10 @@ class TierMemSettings(BaseSettings):
     log_level: str = Field(default="WARNING", description="TIERMEM_LOG_LEVEL: level of the process's logs.")
     log_format: str = Field(
         default="text", description="TIERMEM_LOG_FORMAT: text for a console, json (one object a line, with trace ids)."
+    )
+    log_content: bool = Field(
+        default=False,
+        description="TIERMEM_LOG_CONTENT: memory, prompt and model text in log lines (off: redacted, with its length).",
     )
     limits: SizeLimits = Field(default_factory=SizeLimits)
     episode_ttl_days: float = Field(default=365, description="Episodes expire this long after the session.")

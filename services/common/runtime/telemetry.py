@@ -10,15 +10,23 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from faststream.nats.opentelemetry.provider import telemetry_attributes_provider_factory
+from faststream.nats.response import NatsPublishCommand
+from faststream.opentelemetry import TelemetryMiddleware, TelemetrySettingsProvider
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.trace import SpanKind
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON, Decision, ParentBased, Sampler, SamplingResult
+from opentelemetry.trace import Link, SpanKind
+from opentelemetry.trace.span import TraceState
+from opentelemetry.util.types import Attributes
 
 from services.common.runtime.settings import TelemetrySettings
 from services.common.stores.graph.port import CypherExecutor
@@ -26,6 +34,37 @@ from services.common.stores.vector.port import VectorIndex
 
 _lock = threading.Lock()
 _exporting_to: set[str] = set()
+
+
+class SwitchableSampler(Sampler):
+    """The SDK's default sampling (a span is sampled when its parent is, roots always) that can be
+    switched off for the whole process: spans then are non-recording, which is what the telemetry
+    benchmark (`tiermem bench telemetry`) compares recording and exporting against in one run.
+    Tracers keep the sampler they were created with, so the switch lives inside it."""
+
+    def __init__(self) -> None:
+        self.recording = True
+        self._default = ParentBased(ALWAYS_ON)
+
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: TraceState | None = None,
+    ) -> SamplingResult:
+        if not self.recording:
+            return SamplingResult(Decision.DROP)
+        return self._default.should_sample(parent_context, trace_id, name, kind, attributes, links, trace_state)
+
+    def get_description(self) -> str:
+        return f"SwitchableSampler({'on' if self.recording else 'off'})"
+
+
+SAMPLER = SwitchableSampler()
 
 
 def install_tracing(settings: TelemetrySettings, process_name: str = "embedded") -> TracerProvider:
@@ -37,7 +76,7 @@ def install_tracing(settings: TelemetrySettings, process_name: str = "embedded")
         provider = trace.get_tracer_provider()
         if not isinstance(provider, TracerProvider):
             provider = TracerProvider(
-                resource=Resource.create({"service.name": f"{settings.service_name}-{process_name}"})
+                resource=Resource.create({"service.name": f"{settings.service_name}-{process_name}"}), sampler=SAMPLER
             )
             trace.set_tracer_provider(provider)
             provider = trace.get_tracer_provider()
@@ -58,6 +97,76 @@ def tracer_provider() -> TracerProvider:
 
 
 _tracer = trace.get_tracer(__name__)
+
+# ---------------------------------------------------------------------------------------------
+# NATS spans without owner ids
+# ---------------------------------------------------------------------------------------------
+TENANT_PLACEHOLDER = "{tenant}"
+USER_PLACEHOLDER = "{user}"
+_VERSION_TOKEN = re.compile(r"v[0-9]+")
+# The attributes FastStream fills with a subject (besides the span name, which starts with one).
+_SUBJECT_ATTRIBUTES = ("messaging.destination.name", "messaging.destination_publish.name")
+
+
+def subject_template(subject: str) -> str:
+    """A per-user subject with its tenant and user tokens replaced by placeholders:
+    `memory.session.completed.v1.acme.alice` → `memory.session.completed.v1.{tenant}.{user}`,
+    `memory.dlq.v1.dedup.acme.alice` → `memory.dlq.v1.dedup.{tenant}.{user}`. Every per-user subject
+    (contracts/subjects.py) ends with the two owner tokens after its version token; a subject
+    without them (`memory.prune.completed.v1`, an inbox) is returned as it is."""
+    tokens = subject.split(".")
+    version = next((i for i, token in enumerate(tokens) if _VERSION_TOKEN.fullmatch(token)), None)
+    if version is None or len(tokens) - version - 1 < 2:
+        return subject
+    tokens[-2:] = [TENANT_PLACEHOLDER, USER_PLACEHOLDER]
+    return ".".join(tokens)
+
+
+class OwnerFreeNatsAttributes:
+    """FastStream's NATS span names and attributes with every subject as its template: subjects
+    carry the tenant and user ids (for per-user selection and purging), and spans are exported to
+    a tracing backend that is no place for them (privacy, and one span name per user would also
+    defeat grouping by operation). The message id and correlation id stay (generated ids)."""
+
+    def __init__(self, inner: TelemetrySettingsProvider[Any, Any]) -> None:
+        self._inner = inner
+        self.messaging_system = inner.messaging_system
+
+    def get_consume_attrs_from_message(self, msg: Any) -> dict[str, Any]:
+        return _templated(self._inner.get_consume_attrs_from_message(msg))
+
+    def get_consume_destination_name(self, msg: Any) -> str:
+        return subject_template(self._inner.get_consume_destination_name(msg))
+
+    def get_publish_attrs_from_cmd(self, cmd: Any) -> dict[str, Any]:
+        return _templated(self._inner.get_publish_attrs_from_cmd(cmd))
+
+    def get_publish_destination_name(self, cmd: Any) -> str:
+        return subject_template(self._inner.get_publish_destination_name(cmd))
+
+
+def _templated(attributes: dict[str, Any]) -> dict[str, Any]:
+    for key in _SUBJECT_ATTRIBUTES:
+        value = attributes.get(key)
+        if isinstance(value, str):
+            attributes[key] = subject_template(value)
+    return attributes
+
+
+def _owner_free_attributes(msg: Any) -> OwnerFreeNatsAttributes | None:
+    inner = telemetry_attributes_provider_factory(msg)
+    return None if inner is None else OwnerFreeNatsAttributes(inner)
+
+
+def nats_tracing_middleware(
+    settings: TelemetrySettings, provider: TracerProvider
+) -> TelemetryMiddleware[NatsPublishCommand]:
+    """FastStream's NATS tracing middleware (trace context in the message headers, publish and
+    process spans) on `provider`; subjects appear as templates unless `record_owner_ids` is on."""
+    factory: Any = telemetry_attributes_provider_factory if settings.record_owner_ids else _owner_free_attributes
+    return TelemetryMiddleware[NatsPublishCommand](
+        settings_provider_factory=factory, tracer_provider=provider, include_messages_counters=True
+    )
 
 
 class TracedCypherExecutor:

@@ -9,6 +9,11 @@ read at all is skipped with a log line (one bad point must not take recall down)
 `stored_at_ts` is when the episode was first written (kept on a rewrite): the never-recalled pruning
 rule counts from it, not from the session's date, so importing old conversations does not make them
 prunable at the next pass. Points written before it existed read it as None.
+
+`importance` (0–1, `domain/importance.py`) is scored when the episode is written; points written before
+it existed read `DEFAULT_IMPORTANCE`. A compressed episode (the pruner folding several forgotten
+episodes into one) lists the episodes and sessions it was made from in `source_episode_ids` /
+`source_session_ids`: erasure and provenance follow them.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any, cast, get_args
 
 from contracts.events import Channel, Scope
 from services.common.domain.ids import deterministic_uuid
+from services.common.domain.importance import DEFAULT_IMPORTANCE, clamp_importance
 from services.common.domain.owner import Owner
 from services.common.gateways.embedder import Embedder
 from services.common.gateways.keywords import KeywordEncoder
@@ -87,6 +93,14 @@ class Episode:
     last_recalled_at_ts: float | None = None
     stored_at_ts: float | None = None
     usage: ModelUsage = field(default_factory=ModelUsage)
+    importance: float = DEFAULT_IMPORTANCE
+    source_episode_ids: tuple[str, ...] = ()
+    source_session_ids: tuple[str, ...] = ()
+
+    @property
+    def is_compressed(self) -> bool:
+        """Made by the pruner from several forgotten episodes (see `source_episode_ids`)."""
+        return bool(self.source_episode_ids)
 
     @property
     def last_recalled_at(self) -> datetime | None:
@@ -139,12 +153,16 @@ class Passage:
 class EpisodeHit:
     episode: Episode
     score: float  # fused score in [0, 1]
+    dense_score: float | None = None  # the fused score's parts, for recall's agreement gate
+    keyword_score: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class PassageHit:
     passage: Passage
     score: float  # fused score in [0, 1]
+    dense_score: float | None = None  # the fused score's parts, for recall's agreement gate
+    keyword_score: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +182,9 @@ class PointTimes:
     expires_at_ts: float | None = None
     last_recalled_at_ts: float | None = None
     stored_at_ts: float | None = None
+    importance: float = DEFAULT_IMPORTANCE
+    recall_count: int = 0
+    compressed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +236,16 @@ def episode_payload(episode: Episode) -> dict[str, Any]:
         "prompt_tokens": episode.usage.prompt_tokens,
         "completion_tokens": episode.usage.completion_tokens,
         "cost_usd": episode.usage.cost_usd,
+        "importance": clamp_importance(episode.importance),
+        # Only compressed episodes carry their sources (erasure matches on them).
+        **(
+            {
+                "source_episode_ids": list(episode.source_episode_ids),
+                "source_session_ids": list(episode.source_session_ids),
+            }
+            if episode.source_episode_ids
+            else {}
+        ),
     }
 
 
@@ -302,6 +333,9 @@ def _read_episode(point_id: str, payload: Mapping[str, Any]) -> Episode:
             completion_tokens=_read_int(payload, "completion_tokens") or 0,
             cost_usd=float(payload.get("cost_usd") or 0.0),
         ),
+        importance=read_importance(payload),
+        source_episode_ids=tuple(str(i) for i in payload.get("source_episode_ids") or ()),
+        source_session_ids=tuple(str(i) for i in payload.get("source_session_ids") or ()),
     )
 
 
@@ -320,14 +354,24 @@ def _read_passage(point_id: str, payload: Mapping[str, Any]) -> Passage:
     )
 
 
+def read_importance(payload: Mapping[str, Any]) -> float:
+    """The stored importance; absent or not a number (a point from before importance) reads as the default."""
+    return clamp_importance(epoch_field(payload, "importance"))
+
+
 def read_point_times(point_id: str, payload: Mapping[str, Any]) -> PointTimes:
-    """The times of an episode or passage point, whatever else it holds (see `PointTimes`)."""
+    """The times of an episode or passage point, whatever else it holds (see `PointTimes`), with what
+    retention weighs besides age: importance, recall count, and whether it is a compressed episode."""
+    count = epoch_field(payload, "recall_count")
     return PointTimes(
         point_id=point_id,
         occurred_at_ts=epoch_field(payload, "occurred_at_ts"),
         expires_at_ts=epoch_field(payload, "expires_at_ts"),
         last_recalled_at_ts=epoch_field(payload, "last_recalled_at_ts"),
         stored_at_ts=epoch_field(payload, "stored_at_ts"),
+        importance=read_importance(payload),
+        recall_count=max(int(count), 0) if count is not None else 0,
+        compressed=bool(payload.get("source_episode_ids")),
     )
 
 
@@ -452,7 +496,11 @@ class EpisodeStore:
         hits = await self._index.hybrid_query(
             EPISODES, owner, dense=dense, sparse=sparse, weights=weights, limit=limit, search_filter=search_filter
         )
-        return [EpisodeHit(e, h.score) for h in hits if (e := _episode_or_none(h.id, h.payload)) is not None]
+        return [
+            EpisodeHit(e, h.score, h.dense_score, h.keyword_score)
+            for h in hits
+            if (e := _episode_or_none(h.id, h.payload)) is not None
+        ]
 
     async def search_passages(
         self,
@@ -468,7 +516,11 @@ class EpisodeStore:
         hits = await self._index.hybrid_query(
             PASSAGES, owner, dense=dense, sparse=sparse, weights=weights, limit=limit, search_filter=search_filter
         )
-        return [PassageHit(p, h.score) for h in hits if (p := _passage_or_none(h.id, h.payload)) is not None]
+        return [
+            PassageHit(p, h.score, h.dense_score, h.keyword_score)
+            for h in hits
+            if (p := _passage_or_none(h.id, h.payload)) is not None
+        ]
 
     async def delete(self, owner: Owner, episode_ids: Sequence[str]) -> DeletedEpisodes:
         """Delete episodes with their passages. Passages first, the episode last: a crash in between

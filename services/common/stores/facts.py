@@ -26,6 +26,7 @@ from services.common.domain.facts import (
     plan_fact_write,
 )
 from services.common.domain.owner import Owner
+from services.common.domain.sensitive import sensitive
 from services.common.gateways.embedder import Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.stores.maintenance import (
@@ -74,6 +75,8 @@ class StoredFact:
 class FactHit:
     stored: StoredFact
     score: float  # fused score in [0, 1]
+    dense_score: float | None = None  # the fused score's parts, for recall's agreement gate
+    keyword_score: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +146,8 @@ def read_stored_fact(point_id: str, payload: Mapping[str, Any]) -> StoredFact | 
     try:
         fact = Fact.model_validate(_fact_fields(payload))
     except ValidationError as exc:
-        log.warning("skipping fact point %s with an invalid payload: %s", point_id, exc)
+        # The validation error quotes the payload's values (memory text).
+        log.warning("skipping fact point %s with an invalid payload: %s", point_id, sensitive(exc))
         return None
     channel = payload.get("channel")
     channels = (channel,) if isinstance(channel, str) else tuple(str(c) for c in channel or ())
@@ -368,7 +372,11 @@ class FactStore:
         hits = await self._index.hybrid_query(
             FACTS, owner, dense=dense, sparse=sparse, weights=weights, limit=limit, search_filter=search_filter
         )
-        return [FactHit(s, h.score) for h in hits if (s := read_stored_fact(h.id, h.payload)) is not None]
+        return [
+            FactHit(s, h.score, h.dense_score, h.keyword_score)
+            for h in hits
+            if (s := read_stored_fact(h.id, h.payload)) is not None
+        ]
 
     async def rewrite(self, owner: Owner, stored: StoredFact) -> None:
         """Replace a stored fact's payload in place, vectors untouched: for changes that keep the

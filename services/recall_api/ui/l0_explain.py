@@ -5,13 +5,15 @@ preview is not a recall: nothing here counts towards recall counts or the L0 met
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from services.common.domain.owner import Owner
 from services.common.stores.vector.port import HybridWeights
 from services.recall_api import l0_query, memory_section, ranking
 from services.recall_api.candidates import CandidateRetriever, CandidateSearch
+from services.recall_api.l0 import l0_policy
+from services.recall_api.l0_select import select_injection
 from services.recall_api.memory_records import memory_item
 from services.recall_api.schemas import AutoRecallRequest, MemoryItem
 from services.recall_api.service import RecallService
@@ -45,6 +47,7 @@ class _CutReasons:
     max_entries: int
     budget: int
     offered: set[str]
+    gated: dict[str, str] = field(default_factory=dict)  # id → why the L0 gate left it out (l0_select)
 
     def reason(self, ranked: ranking.Ranked, injected: set[str]) -> str:
         relevance = ranked.candidate.relevance
@@ -52,6 +55,8 @@ class _CutReasons:
             return ""
         if relevance < self.threshold:
             return f"score {relevance:.3f} is below the threshold {self.threshold:.3f}"
+        if ranked.candidate.id in self.gated:
+            return self.gated[ranked.candidate.id]
         if ranked.candidate.id not in self.offered:
             return f"ranked below the first {self.max_entries} entries"
         return f"does not fit the {self.budget}-token budget"
@@ -89,7 +94,8 @@ async def explain_auto(service: RecallService, tenant_id: str, request: AutoReca
         include_superseded=False,
         now=now,
     )
-    candidates, top_score = await retriever.candidates(owner, await retriever.embed(text), search)
+    found = await retriever.candidate_set(owner, await retriever.embed(text), search)
+    candidates, top_score = found.candidates, found.top_score
     # Ranked without the gate, so the ones it would drop can be shown with their score; the order of
     # those that pass is the same as with the gate (the gate only removes).
     ranked = ranking.rank_candidates(
@@ -98,13 +104,15 @@ async def explain_auto(service: RecallService, tenant_id: str, request: AutoReca
         min_score=-math.inf,
         episode_half_life_days=settings.episode_half_life_days,
         episode_recency_weight=settings.episode_recency_weight,
+        importance_weight=settings.importance_weight,
     )
     passing = [r for r in ranked if r.candidate.relevance >= threshold]
-    offered = passing[:max_entries]
+    selection = select_injection(passing, found.parts, text, service.resources.keywords().tokens, l0_policy(settings))
+    offered = selection.chosen[:max_entries]
     lines = [memory_section.render_item(memory_item(r).abstract, r.provenance_date) for r in offered]
     fitted = memory_section.fit_section(lines, token_budget=budget, count_tokens=service.token_counter().count_tokens)
     injected = {offered[i].candidate.id for i in fitted.included}
-    cut = _CutReasons(threshold, max_entries, budget, offered={r.candidate.id for r in offered})
+    cut = _CutReasons(threshold, max_entries, budget, {r.candidate.id for r in offered}, selection.dropped)
     explained = [ExplainedItem(memory_item(r), r.candidate.id in injected, cut.reason(r, injected)) for r in ranked]
     # What is injected first, in section order; then what was cut, best score first.
     explained.sort(key=lambda e: (not e.injected, 0.0 if e.injected else -e.item.score))

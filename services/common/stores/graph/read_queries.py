@@ -68,6 +68,12 @@ ORDER BY first_seen
 """
 
 
+# Operator statistics only (`tiermem stats`): entity nodes per tenant, no user and no content.
+ENTITY_COUNTS_BY_TENANT = """
+MATCH (n:Entity)
+RETURN n.tenant_id AS tenant_id, count(n) AS entities
+"""
+
 COUNT = """
 CALL {
   MATCH (n:Entity) WHERE n.tenant_id = $tenant_id AND $user_id IN n.user_ids

@@ -18,6 +18,7 @@ from services.common.stores.graph.model import (
 )
 from services.common.stores.graph.read_queries import (
     COUNT,
+    ENTITY_COUNTS_BY_TENANT,
     FIND_BY_NORM,
     GET_ENTITY,
     LIST_ENTITIES,
@@ -120,6 +121,12 @@ class GraphReads(GraphRepositoryBase):
             if len(relations) >= limit:
                 break
         return GraphResult(entities=list(entities.values()), relations=relations)
+
+    async def entity_counts_by_tenant(self) -> dict[str, int]:
+        """Entity nodes per tenant, across users: an operator's aggregate (like the vector index's
+        `list_owners`), never a read on behalf of a user; no names, only counts."""
+        records = await self._executor.run(ENTITY_COUNTS_BY_TENANT, {})
+        return {str(r["tenant_id"]): int(r["entities"] or 0) for r in records if r.get("tenant_id") is not None}
 
     async def count(self, owner: Owner) -> dict[str, int]:
         """Nodes and edges the user contributed to, and their Episode nodes, in their tenant."""

@@ -1,0 +1,259 @@
+"""L0 through an index-maintenance window: `tiermem bench maintenance`.
+
+For each index-build mode (never / background / inline — inline is the old behaviour and the same-run
+baseline), a real `tiermem up` (its own process: the stack users run, and a frozen GIL there cannot
+freeze this client) is started on a data dir whose episode collection was pre-seeded with `points`
+points and whose build threshold is `points`. This client sends L0 calls over HTTP at a steady rate
+(open loop: one call every 1/rate s whatever the answers do, so a stall shows as late answers, not as
+fewer calls) and probes /readyz, then ingests one session through the pipeline: its episode is the
+write that crosses the threshold, as in production. The window ends when the pipeline is idle and,
+in background mode, the built generation is swapped in; the load goes on for a few seconds more.
+
+Seeding writes straight into the Edge index with a fast deterministic embedder (fast_embedder.py);
+the timed L0 calls embed their queries with the real model. Only 127.0.0.1 is addressed, every wait
+is bounded, and each stack is stopped whatever happens."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from services.cli.benchmarks.fast_embedder import FAST_EMBEDDER_NOTE, HashEmbedder
+from services.cli.benchmarks.load import LOCAL_TENANT, EmbeddedStack, local_sessions, publish_events, wait_idle
+from services.cli.benchmarks.recall import Corpus, base_sentences, episode_records, query_for
+from services.cli.evaluation.metrics import percentile
+from services.cli.servers.net import free_port
+from services.common.domain.owner import Owner
+from services.common.gateways.keywords import KeywordEncoder
+from services.common.stores.vector.edge import EdgeVectorIndex
+from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
+
+MODES = ("inline", "background", "never")
+_SLOW_MS = 100.0
+_READYZ_TIMEOUT_S = 1.0
+_READYZ_EVERY_S = 0.25
+_CALL_TIMEOUT_S = 600.0
+_WINDOW_LIMIT_S = 3600.0
+
+
+@dataclass
+class ModeResult:
+    """What the client saw in one mode."""
+
+    mode: str
+    points: int
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: int = 0
+    readyz_probes: int = 0
+    readyz_unanswered: int = 0
+    readyz_longest_silence_s: float = 0.0
+    window_s: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "points": self.points,
+            "calls": len(self.latencies_ms),
+            "errors": self.errors,
+            "p50_ms": percentile(self.latencies_ms, 0.50),
+            "p99_ms": percentile(self.latencies_ms, 0.99),
+            "max_ms": max(self.latencies_ms, default=None),
+            "calls_over_100ms": sum(1 for value in self.latencies_ms if value > _SLOW_MS),
+            "readyz_probes": self.readyz_probes,
+            "readyz_unanswered": self.readyz_unanswered,
+            "readyz_answered_throughout": self.readyz_unanswered == 0,
+            "readyz_longest_silence_s": round(self.readyz_longest_silence_s, 2),
+            "maintenance_window_s": round(self.window_s, 1),
+        }
+
+
+def _corpus(count: int, rng: random.Random, keywords: KeywordEncoder) -> Corpus:
+    embedder = HashEmbedder()
+    bases = base_sentences(count, rng)
+    dense = np.asarray([embedder.vector(base.text) for base in bases], dtype=np.float32)
+    return Corpus(bases=bases, dense=dense, sparse=[keywords.encode_document(base.text) for base in bases])
+
+
+async def seed_edge(edge_dir: Path, *, points: int, users: int, seed: int) -> list[tuple[str, str]]:
+    """`points` episodes over `users` users of the stack's tenant, unindexed; returns one L0 question
+    per user (user id, message) naming one of that user's episodes."""
+    rng = random.Random(seed)
+    keywords = KeywordEncoder()
+    corpus = _corpus(min(500, max(1, points)), rng, keywords)
+    index = EdgeVectorIndex(edge_dir, optimize_threshold=None)
+    questions: list[tuple[str, str]] = []
+    try:
+        for collection in (EPISODES, PASSAGES, FACTS):
+            await index.ensure_collection(collection, corpus.dense.shape[1])
+        for user_number in range(users):
+            owner = Owner(LOCAL_TENANT, f"seed{user_number}")
+            numbers = list(range(user_number, points, users))
+            if not numbers:
+                continue
+            user_rng = random.Random(seed * 1_000_003 + user_number)
+            records, used = episode_records(corpus, owner, numbers, user_rng, np.random.default_rng(user_number))
+            await index.upsert(EPISODES, owner, records)
+            questions.append((owner.user_id, query_for(corpus.bases[used[0]], user_rng)))
+    finally:
+        await index.close()
+    return questions
+
+
+async def _l0_call(http: httpx.AsyncClient, user: str, message: str, result: ModeResult) -> None:
+    started = time.perf_counter()
+    try:
+        response = await http.post("/v1/recall/auto", json={"user_id": user, "message": message})
+        ok = response.status_code == 200
+    except httpx.HTTPError:
+        ok = False
+    if ok:
+        result.latencies_ms.append((time.perf_counter() - started) * 1000.0)
+    else:
+        result.errors += 1
+
+
+async def _l0_load(
+    http: httpx.AsyncClient, questions: list[tuple[str, str]], rate: float, stop: asyncio.Event, result: ModeResult
+) -> None:
+    """Open loop: start one call every 1/rate s until `stop`, then wait for the calls in flight."""
+    in_flight: set[asyncio.Task[None]] = set()
+    period = 1.0 / rate
+    next_at = time.monotonic()
+    number = 0
+    while not stop.is_set():
+        user, message = questions[number % len(questions)]
+        task = asyncio.create_task(_l0_call(http, user, message, result))
+        in_flight.add(task)
+        task.add_done_callback(in_flight.discard)
+        number += 1
+        next_at += period
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=max(0.0, next_at - time.monotonic()))
+    if in_flight:
+        await asyncio.wait(in_flight, timeout=_CALL_TIMEOUT_S)
+
+
+async def _readyz_probe(base_url: str, stop: asyncio.Event, result: ModeResult) -> None:
+    """GET /readyz every 0.25 s; unanswered = no HTTP answer (of any status) within 1 s."""
+    last_answer = time.monotonic()
+    async with httpx.AsyncClient(base_url=base_url, timeout=_READYZ_TIMEOUT_S) as http:
+        while not stop.is_set():
+            result.readyz_probes += 1
+            try:
+                await http.get("/readyz")
+                now = time.monotonic()
+                result.readyz_longest_silence_s = max(result.readyz_longest_silence_s, now - last_answer)
+                last_answer = now
+            except httpx.HTTPError:
+                result.readyz_unanswered += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=_READYZ_EVERY_S)
+    result.readyz_longest_silence_s = max(result.readyz_longest_silence_s, time.monotonic() - last_answer)
+
+
+async def _maintenance_window(data_dir: Path, mode: str, seed: int) -> None:
+    """Ingest one session (its episode crosses the build threshold) and wait until the pipeline is
+    idle and, in background mode, the built generation has replaced the seeded one."""
+    await publish_events(data_dir, local_sessions(1, seed))
+    await wait_idle(data_dir, timeout_s=_WINDOW_LIMIT_S)
+    if mode != "background":
+        return
+    edge_dir = data_dir / "qdrant-edge"
+    deadline = time.monotonic() + _WINDOW_LIMIT_S
+    while (edge_dir / EPISODES).exists() or not (edge_dir / f"{EPISODES}.current").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the background build did not finish within {_WINDOW_LIMIT_S:.0f} s")
+        await asyncio.sleep(0.2)
+
+
+async def run_mode(mode: str, *, points: int, users: int, rate: float, tail_s: float, seed: int) -> ModeResult:
+    """One mode, on its own data dir and stack."""
+    directory = Path(tempfile.mkdtemp(prefix=f"tiermem-bench-maint-{mode}-"))
+    result = ModeResult(mode, points)
+    try:
+        questions = await seed_edge(directory / "qdrant-edge", points=points, users=users, seed=seed)
+        port = free_port()
+        env = {"TIERMEM_VECTOR__INDEX_BUILDS": mode, "TIERMEM_VECTOR__INDEX_BUILD_THRESHOLD": str(max(1, points))}
+        stack = EmbeddedStack(directory, port, extra_env=env)
+        try:
+            key = await stack.start()
+            base_url = f"http://127.0.0.1:{port}"
+            headers = {"Authorization": f"Bearer {key}"}
+            async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=_CALL_TIMEOUT_S) as http:
+                for user, message in questions[:5]:  # warm the model and the shard: not timed
+                    await http.post("/v1/recall/auto", json={"user_id": user, "message": message})
+                stop = asyncio.Event()
+                load = asyncio.gather(
+                    _l0_load(http, questions, rate, stop, result), _readyz_probe(base_url, stop, result)
+                )
+                try:
+                    await asyncio.sleep(tail_s)
+                    started = time.monotonic()
+                    await _maintenance_window(directory, mode, seed)
+                    result.window_s = time.monotonic() - started
+                    await asyncio.sleep(tail_s)
+                finally:
+                    stop.set()
+                    await load
+        finally:
+            stack.stop()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return result
+
+
+async def run_maintenance_bench(
+    *, points: int, users: int, rate: float, tail_s: float, modes: tuple[str, ...], seed: int
+) -> list[ModeResult]:
+    unknown = [mode for mode in modes if mode not in MODES]
+    if unknown or not modes:
+        raise ValueError(f"modes must be some of {', '.join(MODES)}; got {', '.join(modes) or 'none'}")
+    if points < 1 or users < 1 or not 0.5 <= rate <= 100 or tail_s < 0:
+        raise ValueError("need points >= 1, users >= 1, a rate of 0.5-100 calls/s and tail >= 0 s")
+    results: list[ModeResult] = []
+    for mode in modes:
+        results.append(await run_mode(mode, points=points, users=users, rate=rate, tail_s=tail_s, seed=seed))
+    return results
+
+
+def render_maintenance(results: list[ModeResult], *, rate: float) -> str:
+    def ms(value: object) -> str:
+        return f"{value:10.1f}" if isinstance(value, float) else f"{'-':>10}"
+
+    lines = [
+        f"L0 POST /v1/recall/auto at {rate:g} calls/s through an index-maintenance window (client-side ms)",
+        FAST_EMBEDDER_NOTE,
+        f"{'mode':<12}{'points':>9}{'calls':>7}{'errors':>7}{'p50':>10}{'p99':>10}{'max':>10}{'>100ms':>8}"
+        f"{'readyz ok':>11}{'silence s':>11}{'window s':>10}",
+    ]
+    for result in results:
+        row = result.summary()
+        lines.append(
+            f"{result.mode:<12}{result.points:>9}{row['calls']:>7}{row['errors']:>7}{ms(row['p50_ms'])}"
+            f"{ms(row['p99_ms'])}{ms(row['max_ms'])}{row['calls_over_100ms']:>8}"
+            f"{'yes' if row['readyz_answered_throughout'] else 'NO':>11}{row['readyz_longest_silence_s']:>11.2f}"
+            f"{row['maintenance_window_s']:>10.1f}"
+        )
+    baseline = next((r for r in results if r.mode == "inline" and r.latencies_ms), None)
+    for result in results:
+        if baseline is None or result is baseline or not result.latencies_ms:
+            continue
+        ratio = max(baseline.latencies_ms) / max(result.latencies_ms)
+        lines.append(f"max L0 latency, inline (old) / {result.mode}: {ratio:.1f}x")
+    for result in results:
+        if result.mode == "inline":
+            continue
+        worst = max(result.latencies_ms, default=0.0)
+        verdict = "met" if worst <= _SLOW_MS and result.readyz_unanswered == 0 and not result.errors else "NOT met"
+        lines.append(f"{result.mode}: no L0 over 100 ms and /readyz answered throughout: {verdict}")
+    return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""Detail coverage for abstention, pure: the topic is known, the asked detail was never said.
+
+"What time is the flight to Jeju?" after a session that only planned a family trip to Jeju matches
+that session on its topic word alone. The honest L0 answer is nothing: the memory cannot answer the
+question, and injecting it invites the model to make the detail up. So when the query names a known
+entity (a name from the memories themselves: their speakers and extracted entity names), asks about
+at least one other content word, and a memory covers none of those words (and is not close in meaning
+either), that memory is left out.
+
+Content words are the query's keyword terms minus the entity's own word; in Korean only nouns and
+foreign words count (a verb like 가다 "go" is in every plan and says nothing about the detail).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from services.common.gateways import kiwi
+
+Tokenise = Callable[[str], list[str]]
+_HANGUL = re.compile(r"[\uac00-\ud7a3]")
+_NOUN_TAGS = ("NNG", "NNP", "SL", "SH", "SN", "XR")
+
+
+@dataclass(frozen=True, slots=True)
+class DetailCheck:
+    """The known entities the query names and the content terms it asks about besides them."""
+
+    entities: frozenset[str]
+    details: frozenset[str]
+
+
+def _query_words_naming(query: str, entities: Iterable[str]) -> tuple[set[str], list[str]]:
+    """The entities (casefolded) the query names, and the whole query words that name them (a Korean
+    word carries particles and compounds: "한빛페이는" names "한빛")."""
+    words = query.casefold().split()
+    named: set[str] = set()
+    naming_words: list[str] = []
+    for entity in {e.casefold().strip() for e in entities if e.strip()}:
+        hits = [word for word in words if entity in word] if _HANGUL.search(entity) else []
+        if not hits:
+            pattern = re.compile(rf"(?<!\w){re.escape(entity)}(?!\w)")
+            hits = [word for word in words if pattern.search(word)] if pattern.search(query.casefold()) else []
+        if hits:
+            named.add(entity)
+            naming_words.extend(hits)
+    return named, naming_words
+
+
+def _korean_nouns(text: str) -> set[str]:
+    return {token.form.casefold() for token in kiwi.tokenize(text) if token.tag.startswith(_NOUN_TAGS)}
+
+
+def detail_check(query: str, entities: Iterable[str], tokenise: Tokenise) -> DetailCheck | None:
+    """A check when the query names a known entity and asks about something besides it."""
+    named, naming_words = _query_words_naming(query, entities)
+    if not named:
+        return None
+    entity_terms = {term for word in naming_words for term in tokenise(word)}
+    terms = [
+        t
+        for t in tokenise(query)
+        if not t.startswith("#") and t not in entity_terms and not any(t in word for word in naming_words)
+    ]
+    if any(_HANGUL.search(t) for t in terms):
+        nouns = _korean_nouns(query)
+        terms = [t for t in terms if not _HANGUL.search(t) or t in nouns]
+    return DetailCheck(frozenset(named), frozenset(terms)) if terms else None
+
+
+# Terms sharing this many leading characters count as the same word ("camped" / "camping",
+# "painted" / "painting"): the keyword encoder only folds plurals.
+STEM_PREFIX = 5
+
+
+def _stem(term: str) -> str:
+    return term[:STEM_PREFIX] if len(term) > STEM_PREFIX and not _HANGUL.search(term) else term
+
+
+def covers(check: DetailCheck, text: str, tokenise: Tokenise) -> bool:
+    """The text names at least one asked detail (same word, or the same stem for longer Latin words)."""
+    stems = {_stem(term) for term in tokenise(text)}
+    return any(_stem(detail) in stems for detail in check.details)
+
+
+def misses_the_detail(check: DetailCheck, text: str, tokenise: Tokenise, dense: float | None, max_dense: float) -> bool:
+    """The memory covers none of the asked details and is not close in meaning (dense part below
+    `max_dense`; unknown counts as not close)."""
+    if dense is not None and dense >= max_dense:
+        return False
+    return not covers(check, text, tokenise)

@@ -1,0 +1,45 @@
+"""`tiermem bench scale` at a tiny scale, as a user runs it (the CLI in its own process): it finishes and
+its report has every field the README's performance table is built from. A smoke test: the numbers
+themselves are benchmarks, not assertions."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_scale_bench_runs_tiny_and_reports_every_field(tmp_path: Path) -> None:
+    out = tmp_path / "scale.json"
+    command = [sys.executable, "-m", "services.cli", "bench", "scale", "--scale", "0.0001", "--queries", "5"]
+    command += ["--local-memories", "40", "--out", str(out)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env, check=False)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    assert "not semantic" in finished.stdout  # the seeding embedder is disclosed in the output
+    assert "qdrant-client local / Edge" in finished.stdout
+
+    report = json.loads(out.read_text(encoding="utf-8"))
+    seeding = report["seeding"]
+    assert (seeding["memories"], seeding["users"]) == (100, 10)
+    assert seeding["seconds"] > 0 and seeding["rss_mb"] > 0 and seeding["disk_mb"] > 0
+    assert "not semantic" in seeding["embedder"]
+    for level in ("l0", "l1", "query_embedding"):
+        stats = report["edge"][level]
+        assert stats["calls"] == 5
+        assert 0 < stats["p50_ms"] <= stats["p99_ms"]
+    assert report["edge"]["l0_over_embedding_p50"] > 0
+    local = report["qdrant_local"]
+    assert local["memories"] == 40 and local["l0"]["calls"] >= 5
+    assert set(report["local_over_edge_l0"]) == {"p50", "p99"}
+    power = report["power_user"]
+    assert power["memories"] == report["plan"]["power_user_memories"] and power["calls"] >= 3
+    growth = report["growth"]
+    assert [row["sessions"] for row in growth] == report["plan"]["growth_sessions"]
+    assert len(growth) >= 2 and all(row["calls"] >= 3 and row["tokens_per_turn_mean"] >= 0 for row in growth)
