@@ -12,12 +12,14 @@ import typer
 from services.cli.ingest import load_sessions
 from services.cli.recall import (
     ApiKey,
+    ApiTarget,
     BaseUrl,
     DataDir,
     UserId,
     api_client,
     call_api,
     err_console,
+    print_api_answer,
     print_json,
     stack_data_dir,
 )
@@ -66,8 +68,7 @@ def get_fact(
     url: BaseUrl = None,
 ) -> None:
     """One fact with its status and validity."""
-    with api_client(data_dir, api_key, url) as client:
-        print_json(call_api(client, "GET", f"/v1/facts/{fact_id}", params={"user_id": user}))
+    print_api_answer(ApiTarget(data_dir, api_key, url), "GET", f"/v1/facts/{fact_id}", params={"user_id": user})
 
 
 @memories_app.command("history")
@@ -79,8 +80,7 @@ def history(
     url: BaseUrl = None,
 ) -> None:
     """Every version of a fact, oldest first, with validity and provenance."""
-    with api_client(data_dir, api_key, url) as client:
-        print_json(call_api(client, "GET", f"/v1/facts/{fact_id}/history", params={"user_id": user}))
+    print_api_answer(ApiTarget(data_dir, api_key, url), "GET", f"/v1/facts/{fact_id}/history", params={"user_id": user})
 
 
 @memories_app.command("forget")
@@ -92,8 +92,7 @@ def forget(
     url: BaseUrl = None,
 ) -> None:
     """Forget one fact or episode everywhere (carried out by the pruner; prints where to follow it)."""
-    with api_client(data_dir, api_key, url) as client:
-        print_json(call_api(client, "DELETE", f"/v1/memories/{memory_id}", params={"user_id": user}))
+    print_api_answer(ApiTarget(data_dir, api_key, url), "DELETE", f"/v1/memories/{memory_id}", params={"user_id": user})
 
 
 @memories_app.command("correct")
@@ -108,8 +107,7 @@ def correct(
 ) -> None:
     """Correct a fact: the new value becomes current, the old one is kept as superseded history."""
     body = {"user_id": user, "value": value, "text": text}
-    with api_client(data_dir, api_key, url) as client:
-        print_json(call_api(client, "POST", f"/v1/facts/{fact_id}/corrections", json=body))
+    print_api_answer(ApiTarget(data_dir, api_key, url), "POST", f"/v1/facts/{fact_id}/corrections", json=body)
 
 
 def _batches(records: list[dict[str, Any]], sizes: list[int]) -> list[list[dict[str, Any]]]:

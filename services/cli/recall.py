@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -65,6 +66,21 @@ def print_json(value: Any) -> None:
     console.print_json(json.dumps(value, ensure_ascii=False))
 
 
+@dataclass(frozen=True)
+class ApiTarget:
+    """Where a thin client command sends its one request: the options every such command takes."""
+
+    data_dir: Path | None
+    api_key: str | None
+    url: str | None
+
+
+def print_api_answer(target: ApiTarget, method: str, path: str, **kwargs: Any) -> None:
+    """One request to the running recall API, its JSON answer printed (errors exit as `call_api` says)."""
+    with api_client(target.data_dir, target.api_key, target.url) as client:
+        print_json(call_api(client, method, path, **kwargs))
+
+
 @recall_app.command("auto")
 def auto(
     message: Annotated[str, typer.Argument(help="The current user message.")],
@@ -102,10 +118,12 @@ def search(
     url: BaseUrl = None,
 ) -> None:
     """L1 memory_search: ids and abstracts."""
-    with api_client(data_dir, api_key, url) as client:
-        print_json(
-            call_api(client, "POST", "/v1/memories/search", json={"user_id": user, "query": query, "limit": limit})
-        )
+    print_api_answer(
+        ApiTarget(data_dir, api_key, url),
+        "POST",
+        "/v1/memories/search",
+        json={"user_id": user, "query": query, "limit": limit},
+    )
 
 
 @recall_app.command("expand")
@@ -117,8 +135,7 @@ def expand(
     url: BaseUrl = None,
 ) -> None:
     """L1 memory_expand: the full episode or fact with provenance and source messages."""
-    with api_client(data_dir, api_key, url) as client:
-        print_json(call_api(client, "GET", f"/v1/memories/{memory_id}", params={"user_id": user}))
+    print_api_answer(ApiTarget(data_dir, api_key, url), "GET", f"/v1/memories/{memory_id}", params={"user_id": user})
 
 
 @recall_app.command("graph")
@@ -131,8 +148,12 @@ def graph(
     url: BaseUrl = None,
 ) -> None:
     """L2 knowledge_graph_search: entities and relations around what the query names."""
-    with api_client(data_dir, api_key, url) as client:
-        print_json(call_api(client, "POST", "/v1/graph/search", json={"user_id": user, "query": query, "hops": hops}))
+    print_api_answer(
+        ApiTarget(data_dir, api_key, url),
+        "POST",
+        "/v1/graph/search",
+        json={"user_id": user, "query": query, "hops": hops},
+    )
 
 
 def mcp_command(

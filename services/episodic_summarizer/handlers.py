@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from datetime import timedelta
@@ -18,6 +19,7 @@ from services.common.runtime.resources import ServiceContext
 from services.common.runtime.service import PublishedEvent, ServiceDefinition
 from services.common.stores.episodes import Episode, ModelUsage, episode_id_for
 from services.common.stores.tombstones import WriteGuard
+from services.episodic_summarizer.logic import Passage as PassageChunk
 from services.episodic_summarizer.logic import (
     SummaryOutput,
     build_summary_prompt,
@@ -76,6 +78,28 @@ async def _consolidate(
     language = (event.locale or "").split("-")[0].lower() or detect_language(
         " ".join(m.content for m in event.messages)
     )
+    chunks = chunk_passages(event.messages, max_chars=ctx.settings.passage_max_chars)
+    # The passages do not depend on the summary: embed them while the LLM writes it.
+    embedding = asyncio.ensure_future(ctx.resources.embedder().embed_passages([c.text for c in chunks]))
+    try:
+        await _write_episode(event, owner, language, chunks, embedding, delivery, ctx, guard)
+    finally:
+        # Not awaited when the summary failed (embedded again on redelivery): drop it, and mark an
+        # embedding failure as seen, since the summary's error is the one that is raised.
+        if not embedding.cancel() and not embedding.cancelled():
+            embedding.exception()
+
+
+async def _write_episode(
+    event: SessionCompleted,
+    owner: Owner,
+    language: str,
+    chunks: Sequence[PassageChunk],
+    embedding: asyncio.Future[list[list[float]]],
+    delivery: Delivery,
+    ctx: ServiceContext[EpisodicSummarizerSettings],
+    guard: WriteGuard,
+) -> None:
     summary, usage = await _summarise(event, language, delivery, ctx)
     abstract = make_abstract(summary.summary) or make_abstract(
         " ".join(m.content for m in event.messages if m.role == "user")
@@ -102,14 +126,11 @@ async def _consolidate(
         usage=usage,
         importance=importance,
     )
-    passages = [
-        episode.passage(p.index, p.text, first_turn=p.first_turn, last_turn=p.last_turn)
-        for p in chunk_passages(event.messages, max_chars=ctx.settings.passage_max_chars)
-    ]
+    passages = [episode.passage(p.index, p.text, first_turn=p.first_turn, last_turn=p.last_turn) for p in chunks]
     if not await guard.still_allowed():
         ctx.count("sessions_erased")  # the user was erased while the summary was being written
         return
-    await (await ctx.resources.episodes()).write(owner, episode, passages)
+    await (await ctx.resources.episodes()).write(owner, episode, passages, passage_vectors=await embedding)
 
     created = EpisodeCreated(
         event_id=deterministic_uuid("episode-created", str(event.event_id)),

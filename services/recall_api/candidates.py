@@ -16,7 +16,7 @@ from services.common.domain.owner import Owner
 from services.common.runtime.resources import Resources
 from services.common.stores.episodes import EpisodeHit, EpisodeStore, PassageHit
 from services.common.stores.facts import FactHit, FactStore
-from services.common.stores.vector.port import HybridWeights, SearchFilter, SparseVector
+from services.common.stores.vector.port import HybridWeights, QueryVector, SearchFilter, SparseVector
 from services.recall_api import ranking
 from services.recall_api.ranking import Candidate, Ranked
 from services.recall_api.recall_counts import RecallCountUpdater
@@ -26,8 +26,10 @@ LIVE_FACT_STATUSES = ["confirmed", "tentative"]
 
 @dataclass(frozen=True, slots=True)
 class Query:
+    """`dense` may be a future of the vector (the L0 overlaps its keyword searches with the embedding)."""
+
     text: str
-    dense: list[float]
+    dense: QueryVector
     sparse: SparseVector
 
 

@@ -31,6 +31,7 @@ def l0_policy(settings: RecallApiSettings) -> l0_select.L0Policy:
         gate=L0GatePolicy(
             relative_margin=settings.l0_relative_margin if settings.l0_relative_margin < 1 else None,
             min_dense=settings.l0_min_dense,
+            min_dense_share=settings.l0_min_dense_share,
             min_keyword=settings.l0_min_keyword,
             one_per_session=settings.l0_one_per_session,
         ),
@@ -76,12 +77,10 @@ class AutoRecall:
             return self._skipped("empty", started, owner)
         now = datetime.now(UTC)
         deadline = started + self.settings.l0_embedding_deadline_ms / 1000
-        timed = await l0_deadline.embed_within(self.retriever.resources, text, deadline=deadline)
-        query = timed.query
+        # The keyword searches run while the query embeds; the vector arrives by the deadline or not at all.
+        pending = await l0_deadline.start_query(self.retriever.resources, text, deadline=deadline)
         search = CandidateSearch(
-            weights=l0_deadline.KEYWORD_ONLY
-            if timed.degraded
-            else HybridWeights(keyword=self.settings.l0_keyword_weight, dense=self.settings.l0_dense_weight),
+            weights=HybridWeights(keyword=self.settings.l0_keyword_weight, dense=self.settings.l0_dense_weight),
             fetch=max_entries * self.settings.fetch_factor,
             kinds=("episode", "fact"),
             channel=request.channel,
@@ -89,7 +88,10 @@ class AutoRecall:
             include_superseded=False,
             now=now,
         )
-        found = await self.retriever.candidate_set(owner, query, search)
+        try:
+            found = await self.retriever.candidate_set(owner, pending.query, search)
+        finally:
+            pending.settle()
         # Working rules come through GET /v1/procedures into the system prompt every turn; here they would be
         # duplicates taking the section's few entries from the facts and episodes it is for.
         candidates = [c for c in found.candidates if not (c.fact and is_procedure_attribute(c.fact.attribute))]
@@ -129,7 +131,7 @@ class AutoRecall:
             top_score=round(top_score, 4) if top_score is not None else None,
             tokens=fitted.tokens,
             skipped_reason=None,
-            degraded=timed.degraded,
+            degraded=pending.degraded,
         )
 
     def _skipped(self, reason: str, started: float, owner: Owner) -> AutoRecallResponse:

@@ -11,6 +11,10 @@ request process holds for long any more (Qdrant Edge's HNSW build, the one call 
 for tens of seconds, no longer runs in the request process: stores/vector/edge.py). The embedding
 that missed the deadline is not cancelled: the query-vector cache (gateways/embedding.py) keeps it
 for the next turn, which usually repeats the same text.
+
+While the query embeds (in its thread, without the GIL), the event loop encodes the keyword form and
+runs the keyword branch of every search (`start_query`): only the dense branches and what follows
+them wait for the vector.
 """
 
 from __future__ import annotations
@@ -18,24 +22,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from services.common.runtime.resources import Resources
-from services.common.stores.vector.port import HybridWeights
 from services.recall_api.candidates import Query
 
 Degraded = Literal["embedding_deadline"]
 EMBEDDING_DEADLINE: Degraded = "embedding_deadline"
-KEYWORD_ONLY = HybridWeights(keyword=1.0, dense=0.0)
 
 
 @dataclass(frozen=True, slots=True)
-class TimedQuery:
-    """The query as far as it got by the deadline; `degraded` says what is missing."""
+class PendingQuery:
+    """The L0 query as soon as its keyword form is ready: `query.dense` is `dense`, a future of the
+    query vector that resolves at the latest at the deadline (to None when the vector missed it). The
+    searches run their keyword branches while it is pending (stores/vector/port.py `QueryVector`)."""
 
     query: Query
-    degraded: Degraded | None
+    dense: asyncio.Future[Sequence[float] | None]
+
+    @property
+    def degraded(self) -> Degraded | None:
+        """What the answer lacks: set when the vector missed the deadline and keywords alone answered."""
+        dense = self.dense
+        missed = dense.done() and not dense.cancelled() and dense.exception() is None and dense.result() is None
+        return EMBEDDING_DEADLINE if missed else None
+
+    def settle(self) -> None:
+        """Stop waiting for the vector if nothing did (a search that matched nothing never asks)."""
+        if not self.dense.done():
+            self.dense.cancel()
 
 
 def _drain(task: asyncio.Future[list[float]]) -> None:
@@ -45,21 +62,28 @@ def _drain(task: asyncio.Future[list[float]]) -> None:
         task.exception()
 
 
-async def embed_within(resources: Resources, text: str, *, deadline: float) -> TimedQuery:
-    """Dense and keyword forms of `text`, the dense one only if it is ready by `deadline` (a
-    `time.perf_counter()` instant); else a keyword-only query (zero dense vector) marked degraded."""
-    embedder = resources.embedder()
-    keywords = resources.keywords()
-    dense = asyncio.ensure_future(embedder.embed_query(text))
+async def _by_deadline(embedding: asyncio.Future[list[float]], deadline: float) -> Sequence[float] | None:
     try:
-        sparse = await asyncio.to_thread(keywords.encode_query, text)
-        await asyncio.wait({dense}, timeout=max(0.0, deadline - time.perf_counter()))
+        await asyncio.wait({embedding}, timeout=max(0.0, deadline - time.perf_counter()))
+    except asyncio.CancelledError:
+        embedding.add_done_callback(_drain)
+        raise
+    if embedding.done():
+        return embedding.result()
+    embedding.add_done_callback(_drain)  # left running: the query-vector cache keeps it for the next turn
+    return None
+
+
+async def start_query(resources: Resources, text: str, *, deadline: float) -> PendingQuery:
+    """Start embedding `text` (the dense form, due by `deadline`, a `time.perf_counter()` instant) and
+    return once its keyword form is encoded, which happens meanwhile."""
+    embedding = asyncio.ensure_future(resources.embedder().embed_query(text))
+    dense = asyncio.ensure_future(_by_deadline(embedding, deadline))
+    try:
+        sparse = await asyncio.to_thread(resources.keywords().encode_query, text)
     except BaseException:
         dense.cancel()
         with contextlib.suppress(BaseException):
             await dense
         raise
-    if dense.done():
-        return TimedQuery(Query(text=text, dense=dense.result(), sparse=sparse), None)
-    dense.add_done_callback(_drain)
-    return TimedQuery(Query(text=text, dense=[0.0] * embedder.dim, sparse=sparse), EMBEDDING_DEADLINE)
+    return PendingQuery(Query(text=text, dense=dense, sparse=sparse), dense)

@@ -9,10 +9,20 @@ either), that memory is left out.
 
 Content words are the query's keyword terms minus the entity's own word; in Korean only nouns and
 foreign words count (a verb like 가다 "go" is in every plan and says nothing about the detail).
+
+The check applies only to a question that asks for a value: what, which, when, where, who, how many
+(뭐, 무슨, 어느, 언제, 어디, 누구, 몇, 얼마). Such a question is answered by one stated detail, and a memory
+that never states it cannot answer. A question that asks how something went or why ("how is the
+project going?", "바질 잎이 왜 노랗게 변할까?") and a request ("plan my routine") are answered by the topic
+itself: the memory of it is the context the answer needs, whatever words the question uses. The
+interrogatives are the closed word class of each language's grammar, not a list made for any data;
+for Korean they are read from kiwi's morphemes (뭘로 → 뭐/NP + 로), so particles and contractions do not
+hide them.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -53,8 +63,29 @@ def _korean_nouns(text: str) -> set[str]:
     return {token.form.casefold() for token in kiwi.tokenize(text) if token.tag.startswith(_NOUN_TAGS)}
 
 
+# Interrogatives that ask for one stated value. Korean by kiwi morpheme (어떤 "which" asks for a value;
+# 어떻게 "how" and 왜 "why" do not); English by word, "how" only with a quantity word after it.
+_KO_VALUE_INTERROGATIVES = frozenset({"뭐", "무엇", "어디", "언제", "누구", "몇", "무슨", "어느", "얼마", "어떤"})
+_EN_VALUE_INTERROGATIVES = frozenset({"what", "which", "when", "where", "who", "whom", "whose"})
+_EN_HOW_QUANTITIES = frozenset({"many", "much", "long", "old", "often", "far", "big"})
+_LATIN_WORD = re.compile(r"[a-z']+")
+
+
+def asks_for_value(query: str) -> bool:
+    """The question asks for one stated value (what, when, who, how many; 뭐, 언제, 누구, 몇 ...)."""
+    if _HANGUL.search(query) and any(token.form in _KO_VALUE_INTERROGATIVES for token in kiwi.tokenize(query)):
+        return True
+    words = _LATIN_WORD.findall(query.casefold())
+    if any(word in _EN_VALUE_INTERROGATIVES for word in words):
+        return True
+    return any(word == "how" and after in _EN_HOW_QUANTITIES for word, after in itertools.pairwise(words))
+
+
 def detail_check(query: str, entities: Iterable[str], tokenise: Tokenise) -> DetailCheck | None:
-    """A check when the query names a known entity and asks about something besides it."""
+    """A check when the query asks for a value, names a known entity and asks about something besides
+    it."""
+    if not asks_for_value(query):
+        return None
     named, naming_words = _query_words_naming(query, entities)
     if not named:
         return None

@@ -7,6 +7,11 @@ the curve instead, each a general property of a good injection, not a tuned list
 - **Agreement.** Both halves of the hybrid score must see the item: some keyword evidence and some
   dense similarity. One rare shared word with no semantic similarity (or a vaguely similar topic
   without a single shared term) is what most wrong injections look like.
+- **Agreement relative to the query.** The dense part must also reach a share of the best dense part
+  among the candidates: a memory that the keyword half ranks first on one shared everyday word
+  ("준비", "plan") while another memory is several times closer in meaning is the wrong one. A share of
+  the query's own best, not an absolute bar, so it holds for queries (and models) whose dense parts
+  all sit high or all sit low.
 - **Distance from the top.** Only items close to the best one are injected: relevance is compared to
   the query's own top relevance, so the gate adapts to queries (and users) whose scores all sit high
   or all sit low, where one absolute threshold cannot.
@@ -46,12 +51,14 @@ class GateItem:
 class L0GatePolicy:
     """`relative_margin`: items more than this below the best relevance are left out (None: off).
     `min_dense` / `min_keyword`: the least dense and keyword part an item needs (0: off).
+    `min_dense_share`: the least dense part relative to the best one among the items (0: off).
     `one_per_session`: at most one item per session. `fact_margin`: a fact at most this much less
     relevant than its session's episode takes the episode's place."""
 
     relative_margin: float | None = 0.1
     min_dense: float = 0.0
     min_keyword: float = 0.0
+    min_dense_share: float = 0.0  # least share of the candidates' best dense part an item needs (0: off)
     one_per_session: bool = True
     fact_margin: float = 0.05
 
@@ -104,10 +111,20 @@ def _supported(order: Sequence[int], items: Sequence[GateItem]) -> list[int]:
     return [i for i in order if items[i].standalone or items[i].sessions & covered]
 
 
+def _near_the_best_dense(order: list[int], items: Sequence[GateItem], share: float) -> list[int]:
+    """The items whose dense part is at least `share` of the best one (unknown parts pass)."""
+    known = [dense for i in order if (dense := items[i].dense) is not None]
+    if share <= 0 or not known or max(known) <= 0:
+        return order
+    least = share * max(known)
+    return [i for i in order if (dense := items[i].dense) is None or dense >= least]
+
+
 def gate(items: Sequence[GateItem], policy: L0GatePolicy) -> list[int]:
     """Indexes of the items to inject, in injection order. `items` come ranked (best first) and
     already past the absolute minimum score."""
     order = [i for i, item in enumerate(items) if agrees(item, policy)]
+    order = _near_the_best_dense(order, items, policy.min_dense_share)
     if not order:
         return []
     standalone = [items[i].relevance for i in order if items[i].standalone]

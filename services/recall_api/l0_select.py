@@ -1,7 +1,8 @@
 """What L0 injects, pure: the ranked candidates through the gate (`l0_gate`: agreement, distance from
 the top, one item per session, facts first), the subject check (`l0_subject`: nothing about someone
-else) and the detail check (`l0_detail`: nothing that knows the topic but not the asked detail). The
-one place `AutoRecall` and the memory browser's L0 explanation decide it."""
+else), the detail check (`l0_detail`: nothing that knows the topic but not the asked detail) and the
+redundancy check (nothing that repeats an item already chosen). The one place `AutoRecall` and the
+memory browser's L0 explanation decide it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ class L0Policy:
     gate: L0GatePolicy
     subject_attribution: bool = True
     detail_max_dense: float | None = 0.2  # the detail check's "close in meaning" bar (None: check off)
+    # An item whose keyword terms are at least this share of another chosen item's (or the other way
+    # round) repeats it and is left out (None: off).
+    max_overlap: float | None = 0.8
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +98,32 @@ def select_injection(
     if policy.detail_max_dense is not None and kept:
         entities = speakers | {name for r in ranked if r.candidate.episode for name in r.candidate.episode.entity_names}
         kept = _detail_covered(kept, parts, detail_check(query, entities, tokenise), tokenise, policy, dropped)
+    if policy.max_overlap is not None:
+        kept = _distinct(kept, tokenise, policy.max_overlap, dropped)
     return Selection(kept, dropped)
+
+
+def term_overlap(first: set[str], second: set[str]) -> float:
+    """The share of the smaller term set that the other one holds too (1.0: one says nothing new)."""
+    if not first or not second:
+        return 0.0
+    return len(first & second) / min(len(first), len(second))
+
+
+def _distinct(kept: list[Ranked], tokenise: Tokenise, max_overlap: float, dropped: dict[str, str]) -> list[Ranked]:
+    """Why: a user who says the same thing in many sessions (a weekly stand-up, a repeated preference)
+    has many memories that each pass the gate; one per session would inject all of them, so the tokens
+    per turn would grow with the memory's size while the answer gets nothing new. The better-ranked
+    one is kept."""
+    chosen: list[tuple[Ranked, set[str]]] = []
+    for item in kept:
+        terms = {t for t in tokenise(evidence_text(item.candidate)) if not t.startswith("#")}
+        repeated = next((c for c, other in chosen if term_overlap(terms, other) >= max_overlap), None)
+        if repeated is not None:
+            dropped[item.candidate.id] = f"repeats {repeated.candidate.id}"
+        else:
+            chosen.append((item, terms))
+    return [item for item, _ in chosen]
 
 
 def _subject_attributed(

@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError
 
 from contracts.session_input import SessionRejected
 from services.recall_api.auth import Principal
-from services.recall_api.errors import FactRejected, StoreUnavailable
+from services.recall_api.errors import FactRejected, StoreUnavailable, found_or_raise
 from services.recall_api.memory_admin import InvalidCursor, ListFilters
 from services.recall_api.service import RecallService
 from services.recall_api.sessions_in import WrongTenant
@@ -37,6 +37,19 @@ IdArg = Annotated[str, Field(max_length=128, description="Fact or episode id, as
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+def _tool_error(exc: StoreUnavailable) -> ToolError:
+    return ToolError(str(exc))
+
+
+def _not_found() -> ToolError:
+    return ToolError(NOT_FOUND)
+
+
+def _event_not_found() -> ToolError:
+    return ToolError("event not found")
+
 
 PrincipalOf = Callable[[Context[Any, Any]], Principal]
 UserOf = Callable[[Principal, str | None], str]
@@ -69,7 +82,7 @@ def _add_session_tools(
         try:
             return await service.add_sessions(principal.tenant_id, list(sessions))
         except StoreUnavailable as exc:
-            raise ToolError(str(exc)) from exc
+            raise _tool_error(exc) from exc
 
     @server.tool(
         annotations=READ_ONLY,
@@ -82,13 +95,11 @@ def _add_session_tools(
     ) -> EventStatus:
         principal = principal_of(ctx)
         user = user_of(principal, user_id)
-        try:
-            found = await service.event_status(principal.tenant_id, user, event_id.lower())
-        except StoreUnavailable as exc:
-            raise ToolError(str(exc)) from exc
-        if found is None:
-            raise ToolError("event not found")
-        return found
+        return await found_or_raise(
+            service.event_status(principal.tenant_id, user, event_id.lower()),
+            unavailable=_tool_error,
+            missing=_event_not_found,
+        )
 
 
 def _add_listing_tools(
@@ -120,18 +131,16 @@ def _add_listing_tools(
         except InvalidCursor as exc:
             raise ToolError(str(exc)) from exc
         except StoreUnavailable as exc:
-            raise ToolError(str(exc)) from exc
+            raise _tool_error(exc) from exc
 
     @server.tool(annotations=READ_ONLY, description="One fact with its status, validity and channels.")
     async def memory_get_fact(fact_id: IdArg, user_id: UserArg, ctx: Context[Any, Any]) -> MemoryRecord:
         principal = principal_of(ctx)
-        try:
-            found = await service.fact(principal.tenant_id, user_of(principal, user_id), fact_id)
-        except StoreUnavailable as exc:
-            raise ToolError(str(exc)) from exc
-        if found is None:
-            raise ToolError(NOT_FOUND)
-        return found
+        return await found_or_raise(
+            service.fact(principal.tenant_id, user_of(principal, user_id), fact_id),
+            unavailable=_tool_error,
+            missing=_not_found,
+        )
 
     @server.tool(
         annotations=READ_ONLY,
@@ -139,13 +148,11 @@ def _add_listing_tools(
     )
     async def memory_fact_history(fact_id: IdArg, user_id: UserArg, ctx: Context[Any, Any]) -> FactHistoryResponse:
         principal = principal_of(ctx)
-        try:
-            found = await service.fact_history(principal.tenant_id, user_of(principal, user_id), fact_id)
-        except StoreUnavailable as exc:
-            raise ToolError(str(exc)) from exc
-        if found is None:
-            raise ToolError(NOT_FOUND)
-        return found
+        return await found_or_raise(
+            service.fact_history(principal.tenant_id, user_of(principal, user_id), fact_id),
+            unavailable=_tool_error,
+            missing=_not_found,
+        )
 
 
 def _add_change_tools(
@@ -160,13 +167,11 @@ def _add_change_tools(
     )
     async def memory_forget(memory_id: IdArg, user_id: UserArg, ctx: Context[Any, Any]) -> ForgetAccepted:
         principal = principal_of(ctx)
-        try:
-            accepted = await service.forget(principal.tenant_id, user_of(principal, user_id), memory_id)
-        except StoreUnavailable as exc:
-            raise ToolError(str(exc)) from exc
-        if accepted is None:
-            raise ToolError(NOT_FOUND)
-        return accepted
+        return await found_or_raise(
+            service.forget(principal.tenant_id, user_of(principal, user_id), memory_id),
+            unavailable=_tool_error,
+            missing=_not_found,
+        )
 
     @server.tool(
         annotations=WRITES,
@@ -191,7 +196,7 @@ def _add_change_tools(
         except (FactRejected, SessionRejected, WrongTenant) as exc:
             raise ToolError(f"not corrected: {exc}") from exc
         except StoreUnavailable as exc:
-            raise ToolError(str(exc)) from exc
+            raise _tool_error(exc) from exc
         if corrected is None:
             raise ToolError(NOT_FOUND)
         return corrected

@@ -43,6 +43,14 @@ class RecallApiSettings(TierMemSettings):
     l0_min_dense: float = Field(
         default=0.0, ge=0, le=1, description="Least dense part (of the fused relevance) an L0 item needs (0: off)."
     )
+    l0_min_dense_share: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description=(
+            "Least dense part an L0 item needs as a share of the best dense part among the candidates (0: off)."
+        ),
+    )
     l0_min_keyword: float = Field(
         default=0.0, ge=0, le=1, description="Least keyword part (of the fused relevance) an L0 item needs (0: off)."
     )
@@ -54,12 +62,13 @@ class RecallApiSettings(TierMemSettings):
         description="L0 leaves out memories about another known speaker than the one the message asks about.",
     )
     l0_detail_max_dense: float = Field(
-        default=0.2,
+        default=1.0,
         ge=0,
         le=1,
         description=(
-            "L0 leaves out a memory that shares the message's named topic but none of the details it asks "
-            "about, unless its dense part reaches this (0: check off)."
+            "L0 leaves out a memory that shares the message's named topic but none of the details a value "
+            "question (what, when, who; 뭐, 언제, 누구) asks about, unless its dense part reaches this (0: check "
+            "off; 1: the words decide, as the whole memory's dense part is as high for the topic as for the detail)."
         ),
     )
 

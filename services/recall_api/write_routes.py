@@ -11,7 +11,7 @@ from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, status
 from contracts import SessionCompleted
 from contracts.events import Channel, Scope
 from services.common.domain.facts import FactStatus
-from services.recall_api.errors import FactRejected, StoreUnavailable
+from services.recall_api.errors import FactRejected, StoreUnavailable, found_or_raise
 from services.recall_api.http_guard import FieldError
 from services.recall_api.memory_admin import InvalidCursor, ListFilters
 from services.recall_api.routes import ERROR_RESPONSES, NOT_FOUND_DETAIL, Service, Tenant, UserId, unavailable
@@ -43,6 +43,10 @@ write_router = APIRouter(responses=ERROR_RESPONSES)
 
 def _not_found() -> HTTPException:
     return HTTPException(status_code=status.HTTP_404_NOT_FOUND, detail=NOT_FOUND_DETAIL)
+
+
+def _event_not_found() -> HTTPException:
+    return HTTPException(status_code=status.HTTP_404_NOT_FOUND, detail="event not found")
 
 
 @write_router.post(
@@ -98,13 +102,9 @@ async def events_status(
     tenant: Tenant,
     service: Service,
 ) -> EventStatus:
-    try:
-        found = await service.event_status(tenant, user_id, event_id.lower())
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
-    if found is None:
-        raise HTTPException(status_code=status.HTTP_404_NOT_FOUND, detail="event not found")
-    return found
+    return await found_or_raise(
+        service.event_status(tenant, user_id, event_id.lower()), unavailable=unavailable, missing=_event_not_found
+    )
 
 
 @write_router.get("/v1/memories", response_model=MemoryListResponse, tags=["memories"], summary="List memories")
@@ -146,24 +146,16 @@ async def memories_forget(
     memory_id: MemoryId, user_id: UserId, tenant: Tenant, service: Service, idempotency_key: IdempotencyKey = None
 ) -> ForgetAccepted:
     """Carried out by the pruner; `status_url` reports when it is complete and what it removed."""
-    try:
-        accepted = await service.forget(tenant, user_id, memory_id, idempotency_key=idempotency_key)
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
-    if accepted is None:
-        raise _not_found()
-    return accepted
+    return await found_or_raise(
+        service.forget(tenant, user_id, memory_id, idempotency_key=idempotency_key),
+        unavailable=unavailable,
+        missing=_not_found,
+    )
 
 
 @write_router.get("/v1/facts/{fact_id}", response_model=MemoryRecord, tags=["facts"], summary="One fact")
 async def facts_get(fact_id: MemoryId, user_id: UserId, tenant: Tenant, service: Service) -> MemoryRecord:
-    try:
-        found = await service.fact(tenant, user_id, fact_id)
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
-    if found is None:
-        raise _not_found()
-    return found
+    return await found_or_raise(service.fact(tenant, user_id, fact_id), unavailable=unavailable, missing=_not_found)
 
 
 @write_router.get(
@@ -173,13 +165,9 @@ async def facts_get(fact_id: MemoryId, user_id: UserId, tenant: Tenant, service:
     summary="Every version of a fact, with validity and provenance",
 )
 async def facts_history(fact_id: MemoryId, user_id: UserId, tenant: Tenant, service: Service) -> FactHistoryResponse:
-    try:
-        found = await service.fact_history(tenant, user_id, fact_id)
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
-    if found is None:
-        raise _not_found()
-    return found
+    return await found_or_raise(
+        service.fact_history(tenant, user_id, fact_id), unavailable=unavailable, missing=_not_found
+    )
 
 
 @write_router.post(

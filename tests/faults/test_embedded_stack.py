@@ -18,7 +18,7 @@ import pytest
 from services.cli.servers.nats_server import find_nats_server_binary
 from services.cli.servers.net import free_port, port_answers
 from tests.faults.embedded import UpProcess, alive, wait_until
-from tests.integration.test_stack import EXAMPLES, TIERMEM, _derived, _ingest, _wait_for_types
+from tests.integration.test_stack import EXAMPLES, TIERMEM, _all_episodes, _derived, _ingest, _wait_for_types
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -41,8 +41,7 @@ def test_kill_9_of_up_leaves_no_server_and_the_next_up_works_over_the_leftovers(
         first.start()
         result = _ingest(data_dir, EXAMPLES / "sessions-en.json")
         assert result.returncode == 0, result.stdout + result.stderr
-        events = asyncio.run(_wait_for_types(data_dir, {"episode.created", "entity.upserted"}))
-        episodes = sorted(str(e["event_id"]) for e in events if e["event_type"] == "episode.created")
+        episodes = sorted(str(e["event_id"]) for e in asyncio.run(_all_episodes(data_dir)))
         assert _readable_by_others(data_dir) == [], "memory text on disk is private to its owner"
 
         second = subprocess.run(

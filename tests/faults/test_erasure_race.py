@@ -114,8 +114,12 @@ class WriteGate:
 class _GatedEpisodeStore(EpisodeStore):
     gate: WriteGate
 
-    async def write(self, owner: Owner, episode: Episode, passages: Sequence[Passage]) -> Episode:
-        return await self.gate.passing(owner, lambda: super(_GatedEpisodeStore, self).write(owner, episode, passages))
+    async def write(self, owner: Owner, episode: Episode, passages: Sequence[Passage], **options: Any) -> Episode:
+        # **options: whatever the summarizer passes along (e.g. passage vectors embedded ahead) reaches
+        # the real store unchanged; the gate only decides when.
+        return await self.gate.passing(
+            owner, lambda: super(_GatedEpisodeStore, self).write(owner, episode, passages, **options)
+        )
 
 
 class _GatedFactStore(FactStore):

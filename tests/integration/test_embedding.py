@@ -174,19 +174,33 @@ async def test_local_e5_ranks_related_text_higher(
 
 
 async def test_a_query_does_not_wait_behind_a_long_list_of_passages() -> None:
-    """A live turn's query embedding goes before the remaining passages of a session being
-    consolidated (one batch at most in its way), so L0 does not starve while ingest runs."""
+    """A live turn's query embedding runs beside the passages of a session being consolidated, not
+    after them, so L0 does not starve while ingest runs."""
     embedder = LocalE5Embedder(batch_size=1)
     await embedder.embed_query("warm up")
     passages = [f"passage number {i} about the billing service migration to Go" for i in range(60)]
     consolidation = asyncio.create_task(embedder.embed_passages(passages))
-    # Wait (bounded) until the passage work holds the model, so the query really has to queue.
-    for _ in range(2000):
-        if embedder._lock._held:
+    # Wait (bounded) until the passage work is under way, so the query really competes with it.
+    for _ in range(5000):
+        if embedder.passage_batches_done:
             break
         await asyncio.sleep(0.001)
-    assert embedder._lock._held, "the passages never started"
+    assert embedder.passage_batches_done, "the passages never started"
     vector = await embedder.embed_query("which language for the billing service?")
     assert len(vector) == embedder.dim
     assert not consolidation.done(), "the query waited for every passage of the session"
     assert len(await consolidation) == len(passages)
+
+
+async def test_local_e5_embeds_repeated_passages_once_and_identically() -> None:
+    """Repeated texts (an abstract equal to its only passage, a fact seen again) are embedded once;
+    a cached, de-duplicated or batched vector is bit-identical to the text embedded alone."""
+    embedder = LocalE5Embedder(batch_size=8, passage_cache=16)
+    texts = ["Minsu moved to Busan.", "민수는 부산으로 이사했다.", "Minsu moved to Busan.", "The deadline is 3/14."]
+    alone = [(await LocalE5Embedder(batch_size=1, passage_cache=0).embed_passages([text]))[0] for text in texts]
+    batched = await embedder.embed_passages(texts)
+    assert batched == alone
+    assert (embedder.passage_cache.hits, embedder.passage_cache.misses) == (0, 3)
+    again = await embedder.embed_passages(["The deadline is 3/14.", "Minsu moved to Busan."])
+    assert again == [alone[3], alone[0]]
+    assert embedder.passage_cache.hits == 2

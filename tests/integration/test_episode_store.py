@@ -3,7 +3,7 @@ mode), with real multilingual-e5 embeddings and the real KeywordEncoder."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,7 +12,7 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 
 from services.common.domain.owner import Owner
-from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.embedding import DelegatingEmbedder, LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.stores.episodes import (
     DeletedEpisodes,
@@ -367,3 +367,33 @@ async def test_pages_follow_point_ids_without_repeats_or_gaps(store: EpisodeStor
     # The start id is inclusive, and the next id is the first point of the next page.
     assert (await store.page(ALICE, limit=100, start_id=seen[5])).episodes[0].episode_id == seen[5]
     assert (await store.page(ALICE, limit=5)).next_id == seen[5]
+
+
+class RecordingPassages(DelegatingEmbedder):
+    def __init__(self, inner: LocalE5Embedder) -> None:
+        super().__init__(inner)
+        self.texts: list[str] = []
+
+    async def embed_passages(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return await self._inner.embed_passages(texts)
+
+
+async def test_passage_vectors_embedded_ahead_are_stored_and_only_the_summary_is_embedded(
+    index: VectorIndex, embedder: LocalE5Embedder, keywords: KeywordEncoder
+) -> None:
+    """The summarizer embeds the passages while the LLM writes the summary and hands the vectors in."""
+    recording = RecordingPassages(embedder)
+    store = EpisodeStore(index, recording, keywords)
+    episode = billing_episode()
+    passages = with_passages(episode, TURNS)
+    ahead = await embedder.embed_passages(TURNS)
+    with pytest.raises(ValueError, match="2 passage vectors for 3 passages"):
+        await store.write(ALICE, episode, passages, passage_vectors=ahead[:2])
+    await store.write(ALICE, episode, passages, passage_vectors=ahead)
+    assert recording.texts == [episode.summary]
+    query = "when is the 온비서 launch"
+    hits = await store.search_passages(
+        ALICE, dense=await embedder.embed_query(query), sparse=keywords.encode_query(query), weights=WEIGHTS, limit=1
+    )
+    assert [h.passage for h in hits] == [passages[2]]

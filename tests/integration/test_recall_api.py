@@ -470,13 +470,15 @@ async def test_the_token_budget_is_never_exceeded(stack: RecallStack) -> None:
         ["Lunch at the new ramen place.", "The printer on floor 3 jams.", "Yoga on Mondays."]
     ):
         await stack.episode(ALICE, f"s-filler-{index}", filler)
+    # Each review says something of its own: L0 leaves out a memory that only repeats one already chosen.
+    own = ["Lisbon kiwi ledger", "Oslo lemon audit", "Quito mango refund", "Dakar olive payout", "Hanoi tax", "Lima fx"]
     for index in range(6):
         await stack.episode(
             ALICE,
             f"s-dgia-{index}",
-            f"DGIA billing review {index}: "
+            f"DGIA billing review {index} ({own[index]}): "
             + "we discussed the DGIA billing migration, invoices, retries and the Go rewrite in detail. " * (index + 1),
-            abstract=f"DGIA billing review {index}: "
+            abstract=f"DGIA billing review {index} ({own[index]}): "
             + "the DGIA billing migration plan, invoices, retries and the Go rewrite. " * (index + 1),
         )
     counter = TokenCounter()

@@ -618,3 +618,131 @@ async def test_edge_requires_ensure_collection(tmp_path: Path) -> None:
         await index.count(EPISODES, ALICE)
     with pytest.raises(ValueError):
         await index.ensure_collection("../escape", DIM)
+
+
+# -- the query vector as a future (L0 runs its keyword branches while the query embeds) ---------------
+
+
+async def test_a_pending_query_vector_gives_the_same_results_as_a_ready_one(index: VectorIndex, corpus: Corpus) -> None:
+    text = "온비서 출시 언제야?"
+    ready = await corpus.query(index, ALICE, text, limit=8)
+    vector: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
+    search = asyncio.ensure_future(
+        index.hybrid_query(EPISODES, ALICE, dense=vector, sparse=corpus.encoder.encode_query(text), weights=L0, limit=8)
+    )
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not search.done()  # it waits for the vector
+    vector.set_result(corpus.query_vector(text))
+    pending = [(result.payload["key"], result.score) for result in await search]
+    assert [key for key, _ in pending] == [key for key, _ in ready]
+    assert [score for _, score in pending] == pytest.approx([score for _, score in ready], abs=1e-6)
+
+
+async def test_a_query_vector_that_missed_its_deadline_answers_from_keywords(
+    index: VectorIndex, corpus: Corpus
+) -> None:
+    text = "Zorblax fintech"
+    missed: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
+    missed.set_result(None)
+    sparse = corpus.encoder.encode_query(text)
+    degraded = await index.hybrid_query(EPISODES, ALICE, dense=missed, sparse=sparse, weights=L0, limit=5)
+    keyword_only = await index.hybrid_query(
+        EPISODES,
+        ALICE,
+        dense=corpus.query_vector(text),
+        sparse=sparse,
+        weights=HybridWeights(keyword=L0.keyword, dense=0.0),
+        limit=5,
+    )
+    assert degraded and degraded[0].payload["key"] == "zorblax"
+    assert [(r.id, r.score) for r in degraded] == [(r.id, r.score) for r in keyword_only]
+    assert all(r.dense_score is None for r in degraded)
+    dense_only = HybridWeights(keyword=0.0, dense=1.0)
+    assert await index.hybrid_query(EPISODES, ALICE, dense=missed, sparse=sparse, weights=dense_only, limit=5) == []
+
+
+class _CountingShard:
+    """Edge shard proxy that counts query batches (the binding's methods cannot be patched)."""
+
+    def __init__(self, shard: Any) -> None:
+        self.shard = shard
+        self.batches = 0
+
+    def query_batch(self, request: Any) -> Any:
+        self.batches += 1
+        return self.shard.query_batch(request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.shard, name)
+
+
+async def test_edge_runs_the_keyword_branch_before_the_vector_arrives(tmp_path: Path, corpus: Corpus) -> None:
+    index = EdgeVectorIndex(tmp_path / "edge")
+    try:
+        await index.ensure_collection(EPISODES, DIM)
+        await index.upsert(EPISODES, ALICE, corpus.records(ALICE))
+        opened = index._collections[EPISODES]
+        counting = _CountingShard(opened.shard)
+        opened.shard = counting  # type: ignore[assignment]
+        text = "온비서 출시 언제야?"
+        vector: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
+        search = asyncio.ensure_future(
+            index.hybrid_query(
+                EPISODES, ALICE, dense=vector, sparse=corpus.encoder.encode_query(text), weights=L0, limit=5
+            )
+        )
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert counting.batches == 1  # the keyword branch, while the vector is pending
+        vector.set_result(corpus.query_vector(text))
+        assert (await search)[0].payload["key"] == "onbiseo"
+        assert counting.batches == 2  # then the dense branch alone
+    finally:
+        await index.close()
+
+
+# -- Edge: a power user's dense branch searches their most recent points ----------------------------
+
+
+async def _dense_keys(index: VectorIndex, corpus: Corpus, owner: Owner, text: str) -> list[str]:
+    results = await corpus.query(index, owner, text, weights=HybridWeights(keyword=0.0, dense=1.0), limit=8)
+    return [key for key, _ in results]
+
+
+async def test_edge_searches_a_large_owners_recent_window_densely_and_everything_by_keyword(
+    tmp_path: Path, corpus: Corpus
+) -> None:
+    # A window of 4 points: Alice (8 points, one month apart) is a "power user", the other owners (2) are not.
+    index = EdgeVectorIndex(tmp_path / "edge", dense_window=4)
+    try:
+        await _populate(index, corpus)
+        newest_four = {"onbiseo", "seoul", "spicy", "dentist"}
+        windowed = await _dense_keys(index, corpus, ALICE, "What is Bob allergic to?")
+        assert set(windowed) == newest_four  # "peanuts" is older than her 4 most recent points
+        hybrid = await corpus.query(index, ALICE, "Bob peanuts allergy", limit=3)
+        assert hybrid[0][0] == "peanuts"  # the keyword branch still searches all of her points
+
+        index.dense_windows.size = None  # exhaustive, on the same shard
+        exhaustive = await _dense_keys(index, corpus, ALICE, "What is Bob allergic to?")
+        assert exhaustive[0] == "peanuts" and len(exhaustive) == len(CORPUS)
+        other_exhaustive = await corpus.query(index, SAME_TENANT_OTHER_USER, "Zorblax 온비서", limit=5)
+        index.dense_windows.size = 4
+        # An owner within the window is searched exactly as without one.
+        assert await corpus.query(index, SAME_TENANT_OTHER_USER, "Zorblax 온비서", limit=5) == other_exhaustive
+
+        # Alice shrinks to 4 points: no window any more, all of them are searched densely.
+        await index.delete(EPISODES, ALICE, SearchFilter(ids=[point_id(ALICE, key) for key in newest_four]))
+        assert set(await _dense_keys(index, corpus, ALICE, "What is Bob allergic to?")) == {
+            "zorblax",
+            "database",
+            "peanuts",
+            "planning",
+        }
+    finally:
+        await index.close()
+
+
+def test_edge_dense_window_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="dense window"):
+        EdgeVectorIndex(tmp_path / "edge", dense_window=0)

@@ -24,6 +24,7 @@ from services.common.domain.owner import Owner
 from services.common.stores.vector.port import (
     EPISODES,
     HybridWeights,
+    QueryVector,
     ScoredRecord,
     SearchFilter,
     SparseVector,
@@ -97,7 +98,7 @@ class PrefixedVectorIndex:
         collection: str,
         owner: Owner,
         *,
-        dense: Sequence[float],
+        dense: QueryVector,
         sparse: SparseVector,
         weights: HybridWeights,
         limit: int,

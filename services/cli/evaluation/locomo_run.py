@@ -281,9 +281,10 @@ def _report_meta(config: LocomoConfig, samples: Sequence[LocomoSample], run: Loc
                 f"recall/auto, question as the message: max {settings.l0_default_max_entries} items, "
                 f"{settings.l0_default_token_budget} tokens, keyword {settings.l0_keyword_weight} / dense "
                 f"{settings.l0_dense_weight}, min score {settings.l0_min_score}; gate: within "
-                f"{settings.l0_relative_margin} of the top, dense >= {settings.l0_min_dense}, keyword >= "
-                f"{settings.l0_min_keyword}, one per session {settings.l0_one_per_session}, subject attribution "
-                f"{settings.l0_subject_attribution}"
+                f"{settings.l0_relative_margin} of the top, dense >= {settings.l0_min_dense} and >= "
+                f"{settings.l0_min_dense_share} of the best, keyword >= {settings.l0_min_keyword}, one per session "
+                f"{settings.l0_one_per_session}, subject attribution {settings.l0_subject_attribution}, detail "
+                f"check (value questions) dense bar {settings.l0_detail_max_dense}, repeats left out"
             ),
             "l1": (
                 f"memory_search kinds=[episode], limit=k for each k plotted: keyword {settings.l1_keyword_weight} / "

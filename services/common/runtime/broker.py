@@ -29,6 +29,7 @@ from contracts import DeadLetterRecord, Subjects
 from services.common.domain.ids import deterministic_uuid
 from services.common.domain.sensitive import sensitive
 from services.common.runtime.instruments import DEAD_LETTERS, HANDLER_SECONDS, REDELIVERIES
+from services.common.runtime.pull_backoff import pause_fetching_while_reconnecting
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from services.common.runtime.telemetry import install_tracing, nats_tracing_middleware
 
@@ -485,8 +486,7 @@ def durable_subscriber(
       with the reason and terminates;
     - success acks."""
     consumer = _ExplicitAckConsumer(settings, spec, model, handler, dead_letters)
-
-    @broker.subscriber(
+    subscriber = broker.subscriber(
         spec.filter_subjects[0],
         stream=JStream(spec.stream, declare=False),
         durable=spec.durable,
@@ -497,6 +497,9 @@ def durable_subscriber(
         title=f"{spec.durable}:{spec.filter_subjects[0]}",
         description=spec.description,
     )
+    pause_fetching_while_reconnecting(subscriber)
+
+    @subscriber
     async def _consume(body: bytes, msg: NatsMessage) -> None:
         del body  # the same bytes as msg.raw_message.data
         await consumer.consume(msg)

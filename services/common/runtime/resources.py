@@ -92,6 +92,7 @@ class Resources:
                 vector.path or Path(self.settings.data_dir) / "qdrant-edge",
                 optimize_threshold=vector.index_build_threshold,
                 index_builds=vector.index_builds,
+                dense_window=vector.dense_window,
             )
         else:
             from qdrant_client import AsyncQdrantClient

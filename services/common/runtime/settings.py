@@ -55,10 +55,18 @@ class VectorSettings(BaseModel):
     index_builds: Literal["never", "background", "inline"] = Field(
         default="never",
         description="Edge HNSW builds: never (per-owner searches scan; nothing stalls a turn), background (a child "
-        "process builds a copy, swapped in: a short pause to load it) or inline (freezes the process while it builds).",
+        "process builds a copy, swapped in: a short pause to load it) or inline (freezes the process while it builds). "
+        "Deleted points are compacted in every mode once 20% are deleted: in a child process for never (no HNSW) and "
+        "background.",
     )
     index_build_threshold: int = Field(
         default=20_000, ge=1, description="Edge: points written since the last HNSW build that start the next one."
+    )
+    dense_window: int | None = Field(
+        default=5_000,
+        ge=1,
+        description="Edge: an owner with more points than this in a collection (a power user) has the vector half of "
+        "each search run over their most recent this-many points; keywords still search all. null: always exhaustive.",
     )
 
 
@@ -93,6 +101,8 @@ class EmbeddingSettings(BaseModel):
     api_base: str | None = None
     api_key: SecretStr | None = None
     batch_size: int = 32
+    local_passage_cache: int = Field(default=4096, ge=0, description="Passage vectors the local model remembers.")
+    local_passage_threads: int = Field(default=1, ge=1, description="OpenMP threads for local passage embedding.")
 
 
 class TelemetrySettings(BaseModel):

@@ -36,6 +36,7 @@ from services.common.stores.vector.port import (
     EPISODES,
     PASSAGES,
     HybridWeights,
+    QueryVector,
     SearchFilter,
     SparseVector,
     VectorIndex,
@@ -403,8 +404,18 @@ class EpisodeStore:
         self._embedder = embedder
         self._keywords = keywords
 
-    async def write(self, owner: Owner, episode: Episode, passages: Sequence[Passage]) -> Episode:
+    async def write(
+        self,
+        owner: Owner,
+        episode: Episode,
+        passages: Sequence[Passage],
+        *,
+        passage_vectors: Sequence[list[float]] | None = None,
+    ) -> Episode:
         """Store the episode with exactly these passages; returns the episode as stored.
+
+        `passage_vectors`, when given, are the passages' dense vectors embedded ahead (the summarizer
+        embeds them while the LLM writes the summary); only the summary is embedded here then.
 
         Idempotent: a replay rewrites the same points, keeps what recall recorded on the stored
         episode, and removes passages the new version no longer has (a session re-sent with fewer
@@ -426,7 +437,12 @@ class EpisodeStore:
             episode = replace(episode, stored_at_ts=datetime.now(UTC).timestamp())
         episode = replace(episode, passage_count=len(passages))
         texts = [episode.summary, *(p.text for p in passages)]
-        vectors = await self._embedder.embed_passages(texts)
+        if passage_vectors is None:
+            vectors = await self._embedder.embed_passages(texts)
+        elif len(passage_vectors) != len(passages):
+            raise ValueError(f"{len(passage_vectors)} passage vectors for {len(passages)} passages")
+        else:
+            vectors = [*await self._embedder.embed_passages(texts[:1]), *passage_vectors]
         sparse: list[SparseVector] = await asyncio.to_thread(self._keywords.encode_documents, texts)
         passage_records = [
             VectorRecord(id=p.passage_id, dense=dense, sparse=keyword_vector, payload=_passage_payload(p))
@@ -486,7 +502,7 @@ class EpisodeStore:
         self,
         owner: Owner,
         *,
-        dense: Sequence[float],
+        dense: QueryVector,
         sparse: SparseVector,
         weights: HybridWeights,
         limit: int,
@@ -506,7 +522,7 @@ class EpisodeStore:
         self,
         owner: Owner,
         *,
-        dense: Sequence[float],
+        dense: QueryVector,
         sparse: SparseVector,
         weights: HybridWeights,
         limit: int,

@@ -40,6 +40,7 @@ from services.common.stores.maintenance import (
 from services.common.stores.vector.port import (
     FACTS,
     HybridWeights,
+    QueryVector,
     SearchFilter,
     SparseVector,
     VectorIndex,
@@ -362,7 +363,7 @@ class FactStore:
         self,
         owner: Owner,
         *,
-        dense: Sequence[float],
+        dense: QueryVector,
         sparse: SparseVector,
         weights: HybridWeights,
         limit: int,

@@ -4,6 +4,7 @@ filter type. Keeping this in one place keeps the two adapters' semantics identic
 
 from __future__ import annotations
 
+import asyncio
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -15,7 +16,7 @@ import numpy as np
 
 from services.common.domain.owner import Owner
 from services.common.stores.vector.fusion import FusionConfig, fuse
-from services.common.stores.vector.port import HybridWeights, ScoredRecord, SearchFilter
+from services.common.stores.vector.port import HybridWeights, QueryVector, ScoredRecord, SearchFilter
 
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "keywords"
@@ -133,6 +134,16 @@ def _strings(name: str, values: Sequence[str]) -> list[str]:
     if isinstance(values, str) or not all(isinstance(value, str) for value in values):
         raise ValueError(f"{name} must be a sequence of strings, got {values!r}")
     return list(values)
+
+
+def query_vector_ready(dense: QueryVector) -> bool:
+    """Whether the query vector is there already (a plain vector, or a future that is done)."""
+    return not isinstance(dense, asyncio.Future) or dense.done()
+
+
+async def resolve_query_vector(dense: QueryVector) -> Sequence[float] | None:
+    """The query vector, waiting for it when it is a future; None: it missed its deadline."""
+    return await dense if isinstance(dense, asyncio.Future) else dense
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,9 @@ search takes ~0.25 ms scanned and ~0.29 ms with HNSW; a power user's (50k points
   (~0.6 s at 60k points, measured), not for the build.
 - "inline": the old behaviour, the build runs inside upsert() and freezes the process (a benchmark
   baseline).
+Compaction: once the points deleted since the last one reach 20% (edge_builds.compaction_due), the
+same child-process path runs; with "never" it only vacuums (drops tombstones, merges segments, no
+HNSW), with "background" it builds too, with "inline" it blocks.
 Explicit `await index.optimize()` always runs inline and blocks (offline tools and tests).
 
 Durability: the WAL is on, so acknowledged writes survive a crash; close() flushes segments.
@@ -59,7 +62,10 @@ from services.common.stores.vector.adapter_support import (
     payload_update,
     point_id,
     point_ids,
+    query_vector_ready,
+    resolve_query_vector,
 )
+from services.common.stores.vector.edge_window import DEFAULT_WINDOW_POINTS, RecentWindows
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
 
 _CONFIG_FILE = "edge_config.json"
@@ -83,6 +89,7 @@ class _Collection:
     # built copy at the swap. None when no build runs.
     journal: list[qe.UpdateOperation] | None = None
     build: asyncio.Task[None] | None = None
+    deleted_points: int = 0  # points deleted since the last compaction (counted from this process's start)
     # Writes wait here while a build copies the shard's files (reads go on).
     write_gate: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -95,6 +102,9 @@ class EdgeVectorIndex:
     worth an HNSW index (None keeps the engine default, ~10 MB); optimize() skips smaller segments.
     `index_builds`: whether automatic builds happen, and where (module doc): "never" (default),
     "background" (a child process, swapped in) or "inline" (blocks the process; a benchmark baseline).
+    `dense_window`: an owner with more points than this in a collection has the dense branch of each
+    search run over their most recent ~that many points only, the keyword branch over all (edge_window.py;
+    None: always exhaustive).
     """
 
     def __init__(
@@ -107,6 +117,7 @@ class EdgeVectorIndex:
         indexing_threshold_kb: int | None = None,
         upsert_chunk_size: int = 256,
         index_builds: IndexBuilds = "never",
+        dense_window: int | None = DEFAULT_WINDOW_POINTS,
     ) -> None:
         if optimize_threshold is not None and optimize_threshold < 1:
             raise ValueError("optimize_threshold must be >= 1 or None")
@@ -121,6 +132,8 @@ class EdgeVectorIndex:
         self._index_builds = index_builds
         self._collections: dict[str, _Collection] = {}
         self._retired: dict[str, Path] = {}  # generation directories replaced by a build, to remove
+        # Public so that a benchmark can compare with the exhaustive search (`.size = None`) on the same shards.
+        self.dense_windows = RecentWindows(dense_window)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -191,7 +204,7 @@ class EdgeVectorIndex:
         opened.shard.flush()
         opened.points = opened.shard.info().points_count
         opened.indexed_points = opened.points
-        opened.pending_points = 0
+        opened.pending_points = opened.deleted_points = 0
         return changed
 
     def build_running(self, collection: str) -> bool:
@@ -214,9 +227,11 @@ class EdgeVectorIndex:
         """Copy, build in a child process, swap (edge_builds.py). A failure is logged and leaves the
         collection as it was (scanned searches stay correct, only slower for a power user)."""
         target = edge_builds.next_dir(self._data_dir, name)
+        vacuum_only = self._index_builds == "never"
         async with opened.write_gate:
             opened.shard.flush()
             copied_points, copied_pending = opened.shard.info().points_count, opened.pending_points
+            copied_deleted = opened.deleted_points
             try:
                 await edge_builds.copy_shard(opened.path, target)
             except OSError:
@@ -224,20 +239,23 @@ class EdgeVectorIndex:
                 return
             opened.journal = []
         try:
-            await edge_builds.build_in_child(target)
+            await edge_builds.build_in_child(target, vacuum_only=vacuum_only)
             self._swap(name, opened, target)
         except Exception:
             log.exception("vector index build of %s failed; searches keep scanning until the next one", name)
             opened.journal = None
             opened.indexed_points = max(opened.indexed_points, copied_points)  # do not retry at once
+            opened.deleted_points = max(0, opened.deleted_points - copied_deleted)
             await edge_builds.remove_dir(target)
             return
         except asyncio.CancelledError:
             opened.journal = None
             await edge_builds.remove_dir(target)
             raise
-        opened.indexed_points = copied_points
-        opened.pending_points = max(0, opened.pending_points - copied_pending)
+        opened.deleted_points = max(0, opened.deleted_points - copied_deleted)
+        if not vacuum_only:
+            opened.indexed_points = copied_points
+            opened.pending_points = max(0, opened.pending_points - copied_pending)
         await edge_builds.remove_dir(self._retired.pop(name))
 
     def _swap(self, name: str, opened: _Collection, built: Path) -> None:
@@ -347,6 +365,12 @@ class EdgeVectorIndex:
             if matched:
                 _apply(opened, qe.UpdateOperation.delete_points_by_filter(edge_filter))
                 opened.points = opened.shard.info().points_count
+                opened.deleted_points += matched
+        if self._optimize_threshold is not None and edge_builds.compaction_due(opened.points, opened.deleted_points):
+            if self._index_builds == "inline":
+                self._optimize(opened)
+            else:
+                self._start_build(collection, opened)
         return matched
 
     # -- reads -------------------------------------------------------------------------------
@@ -356,7 +380,7 @@ class EdgeVectorIndex:
         collection: str,
         owner: Owner,
         *,
-        dense: Sequence[float],
+        dense: port.QueryVector,
         sparse: port.SparseVector,
         weights: port.HybridWeights,
         limit: int,
@@ -371,35 +395,34 @@ class EdgeVectorIndex:
             return []
         edge_filter = _edge_filter(conditions)
         candidates = self._fusion.candidates(limit)
+        keyword_request = (
+            self._keyword_request(sparse, edge_filter, candidates, with_dense=weights.dense > 0)
+            if weights.keyword > 0 and sparse.indices
+            else None
+        )
+        keyword_points: list[qe.ScoredPoint] | None = None
+        if keyword_request is not None and not query_vector_ready(dense):
+            # The keyword branch needs no query vector: it runs while the query is still embedding.
+            [keyword_points] = opened.shard.query_batch(qe.QueryBatchRequest([keyword_request]))
+        vector = await resolve_query_vector(dense)
+        if vector is None:  # the vector missed its deadline: keywords alone
+            weights = port.HybridWeights(keyword=weights.keyword, dense=0.0)
+            if weights.keyword <= 0:
+                return []
+        query_vector = np.asarray(vector if vector is not None else (), dtype=np.float32)
         run_dense = weights.dense > 0
-        run_keyword = weights.keyword > 0
-        query_vector = np.asarray(dense, dtype=np.float32)
-        if query_vector.shape != (opened.dense_dim,):
+        if run_dense and query_vector.shape != (opened.dense_dim,):
             raise ValueError(f"dense query has shape {query_vector.shape}, expected ({opened.dense_dim},)")
         requests: list[qe.QueryRequest] = []
         if run_dense:
-            requests.append(
-                qe.QueryRequest(
-                    limit=candidates,
-                    query=qe.Query.Nearest(query_vector.tolist(), using=DENSE_VECTOR),
-                    filter=edge_filter,
-                    with_payload=True,
-                )
-            )
-        if run_keyword and sparse.indices:
-            requests.append(
-                qe.QueryRequest(
-                    limit=candidates,
-                    query=qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE_VECTOR),
-                    filter=edge_filter,
-                    with_payload=True,
-                    # Stored dense vectors (normalised by the engine) give keyword-only hits their cosine.
-                    with_vector=[DENSE_VECTOR] if run_dense else False,
-                )
-            )
+            requests.append(self._dense_request(opened, collection, owner, query_vector, conditions, candidates))
+        if keyword_request is not None and keyword_points is None:
+            requests.append(keyword_request)
         results = iter(opened.shard.query_batch(qe.QueryBatchRequest(requests)) if requests else [])
         dense_hits = [_hit(point) for point in next(results)] if run_dense else None
-        keyword_hits = ([_hit(point) for point in next(results)] if sparse.indices else []) if run_keyword else None
+        if keyword_request is not None and keyword_points is None:
+            keyword_points = next(results)
+        keyword_hits = None if weights.keyword <= 0 else [_hit(point) for point in keyword_points or []]
         return fuse_hits(
             dense_hits,
             keyword_hits,
@@ -408,6 +431,37 @@ class EdgeVectorIndex:
             corpus_size=opened.points,
             limit=limit,
             config=self._fusion,
+        )
+
+    def _dense_request(
+        self,
+        opened: _Collection,
+        collection: str,
+        owner: Owner,
+        query_vector: np.ndarray[Any, np.dtype[np.float32]],
+        conditions: Conditions,
+        candidates: int,
+    ) -> qe.QueryRequest:
+        # A power user's dense branch searches their most recent points only (edge_window.py).
+        window = self.dense_windows.condition(opened.shard, collection, owner, _edge_filter(owner_conditions(owner)))
+        return qe.QueryRequest(
+            limit=candidates,
+            query=qe.Query.Nearest(query_vector.tolist(), using=DENSE_VECTOR),
+            filter=_edge_filter(conditions) if window is None else _edge_filter(conditions, window),
+            with_payload=True,
+        )
+
+    @staticmethod
+    def _keyword_request(
+        sparse: port.SparseVector, edge_filter: qe.Filter, candidates: int, *, with_dense: bool
+    ) -> qe.QueryRequest:
+        return qe.QueryRequest(
+            limit=candidates,
+            query=qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE_VECTOR),
+            filter=edge_filter,
+            with_payload=True,
+            # Stored dense vectors (normalised by the engine) give keyword-only hits their cosine.
+            with_vector=[DENSE_VECTOR] if with_dense else False,
         )
 
     async def get(self, collection: str, owner: Owner, ids: Sequence[str]) -> list[port.StoredRecord]:
@@ -492,7 +546,7 @@ def _match_value(value: str | int | bool) -> qe.MatchValue:
     return qe.MatchValue(cast(Any, np.bool_(value)) if isinstance(value, bool) else value)
 
 
-def _edge_filter(conditions: Conditions) -> qe.Filter:
+def _edge_filter(conditions: Conditions, *extra: qe.FieldCondition) -> qe.Filter:
     must: list[Any] = [qe.FieldCondition(key, match=_match_value(value)) for key, value in conditions.equals]
     must += [qe.FieldCondition(key, match=qe.MatchAny(values)) for key, values in conditions.any_of]
     must += [
@@ -500,4 +554,4 @@ def _edge_filter(conditions: Conditions) -> qe.Filter:
     ]
     if conditions.ids is not None:
         must.append(qe.HasIdCondition(set(conditions.ids)))
-    return qe.Filter(must=must)
+    return qe.Filter(must=[*must, *extra])

@@ -36,6 +36,7 @@ from services.common.stores.vector.adapter_support import (
     payload_update,
     point_id,
     point_ids,
+    resolve_query_vector,
 )
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
 
@@ -184,7 +185,7 @@ class QdrantServerVectorIndex:
         collection: str,
         owner: Owner,
         *,
-        dense: Sequence[float],
+        dense: port.QueryVector,
         sparse: port.SparseVector,
         weights: port.HybridWeights,
         limit: int,
@@ -198,9 +199,14 @@ class QdrantServerVectorIndex:
             return []
         server_filter = _server_filter(conditions)
         candidates = self._fusion.candidates(limit)
+        vector = await resolve_query_vector(dense)
+        if vector is None:  # the vector missed its deadline: keywords alone
+            weights = port.HybridWeights(keyword=weights.keyword, dense=0.0)
+            if weights.keyword <= 0:
+                return []
         run_dense = weights.dense > 0
         run_keyword = weights.keyword > 0
-        query_vector = np.asarray(dense, dtype=np.float32)
+        query_vector = np.asarray(vector if vector is not None else (), dtype=np.float32)
         requests: list[models.QueryRequest] = []
         if run_dense:
             requests.append(
