@@ -3,15 +3,12 @@ answered "could not publish" is not carried out later when the broker comes back
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from contracts import Subjects
 from services.cli.servers.nats_server import NatsServer
-from services.cli.servers.net import free_port
 from services.common.runtime.broker import connect_nats, provision
 from services.common.runtime.resources import Resources
 from services.common.runtime.settings import NatsSettings
@@ -22,17 +19,6 @@ from services.recall_api.settings import RecallApiSettings
 from tests.support.events import stream_messages, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-
-@pytest.fixture
-def own_nats(tmp_path: Path) -> Iterator[NatsServer]:
-    """A nats-server this test may stop and start (the session's shared one must stay up)."""
-    server = NatsServer(tmp_path / "nats", free_port(), secrets.token_urlsafe(16))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _settings(server: NatsServer, tmp_path: Path) -> RecallApiSettings:

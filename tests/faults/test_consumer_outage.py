@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
-from collections.abc import Coroutine, Generator, Iterator
-from pathlib import Path
+from collections.abc import Coroutine, Generator
 from typing import Any
 
 import pytest
 from faststream.nats import JStream, NatsBroker, PullSub
 
 from services.cli.servers.nats_server import NatsServer
-from services.cli.servers.net import free_port
 from services.common.runtime.broker import NO_PUBLISH_BUFFER
 from services.common.runtime.pull_backoff import pause_fetching_while_reconnecting
 from tests.support.events import wait_for
@@ -27,17 +24,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 OUTAGE_S = 3.0
 MOST_TASKS_DURING_OUTAGE = 200
 """Generous for a loop that pauses 0.25 s per failed fetch (a dozen tasks); the spin made ~10,000."""
-
-
-@pytest.fixture
-def own_nats(tmp_path: Path) -> Iterator[NatsServer]:
-    """A nats-server this test may stop and start (the session's shared one must stay up)."""
-    server = NatsServer(tmp_path / "nats", free_port(), secrets.token_urlsafe(16))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 async def test_a_pull_consumer_waits_out_an_outage_and_consumes_again(own_nats: NatsServer) -> None:

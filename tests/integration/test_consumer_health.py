@@ -14,7 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,16 +65,6 @@ class ConsumerProcess:
         return self.log_path.read_text(errors="replace")[-4000:]
 
 
-@pytest.fixture
-def dedicated_nats(tmp_path: Path) -> Iterator[NatsServer]:
-    server = NatsServer(tmp_path / "nats", free_port(), secrets.token_urlsafe(16))
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 # The image's filesystem: the root read-only, only a fresh /tmp writable, HOME and the data dir on it
 # (infra/Dockerfile ENV). A private mount namespace gives a process exactly that, as root, without Docker.
 # The checkout (with its .venv) may itself live under /tmp (a CI clone): it is bound aside first and
@@ -106,7 +96,7 @@ ConsumerLauncher = Callable[[bool], Awaitable[list[ConsumerProcess]]]
 
 @pytest.fixture
 async def launch_consumers(
-    dedicated_nats: NatsServer, falkordb_graph: FalkorDBGraph, tmp_path: Path
+    own_nats: NatsServer, falkordb_graph: FalkorDBGraph, tmp_path: Path
 ) -> AsyncIterator[ConsumerLauncher]:
     """Starts every consumer with the image's ENTRYPOINT and the manifest's args, optionally on a
     read-only root like the image's; all are killed at the end whatever happened."""
@@ -120,8 +110,8 @@ async def launch_consumers(
             env = {
                 **os.environ,
                 "TIERMEM_DATA_DIR": str(tmp_path / "no-stack-here"),
-                "TIERMEM_NATS__URL": dedicated_nats.url,
-                "TIERMEM_NATS__TOKEN": dedicated_nats.token,
+                "TIERMEM_NATS__URL": own_nats.url,
+                "TIERMEM_NATS__TOKEN": own_nats.token,
                 "TIERMEM_NATS__SUBJECT_ROOT": f"t{secrets.token_hex(4)}",
                 "TIERMEM_VECTOR__PATH": str(tmp_path / f"edge-{definition.name}"),
                 "TIERMEM_GRAPH__HOST": falkordb_graph.host,
@@ -191,7 +181,7 @@ async def _wait_all(
 
 
 async def test_each_consumer_health_port_follows_the_broker(
-    launch_consumers: ConsumerLauncher, dedicated_nats: NatsServer
+    launch_consumers: ConsumerLauncher, own_nats: NatsServer
 ) -> None:
     consumers = await launch_consumers(False)
     assert [consumer.name for consumer in consumers] == [definition.name for definition in all_services()]
@@ -204,7 +194,7 @@ async def test_each_consumer_health_port_follows_the_broker(
             assert 'tiermem_dependency_up{dependency="broker"} 1.0' in metrics
             assert "process_resident_memory_bytes" in metrics
 
-        dedicated_nats.stop()
+        own_nats.stop()
         not_ready = await _wait_all(client, consumers, "/readyz", 503, 60, "not ready once NATS stopped")
         for name, body in not_ready.items():
             assert body["checks"]["broker"] != "ok", name
@@ -212,7 +202,7 @@ async def test_each_consumer_health_port_follows_the_broker(
         # Reconnecting is alive: a NATS outage must not restart every pod.
         await _wait_all(client, consumers, "/healthz", 200, 10, "still live while reconnecting")
 
-        dedicated_nats.start()
+        own_nats.start()
         await _wait_all(client, consumers, "/readyz", 200, 60, "ready again once NATS is back")
 
     await _stop_all(consumers)

@@ -7,16 +7,15 @@ engine's behaviour, not the embedding model, is under test)."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from pathlib import Path
 
-import numpy as np
 import pytest
 import qdrant_edge as qe
 
 from services.common.domain.owner import Owner
 from services.common.stores.vector.edge import EdgeVectorIndex
 from services.common.stores.vector.port import EPISODES, HybridWeights, SearchFilter, SparseVector, VectorRecord
+from tests.support.vectors import numbered_record
 
 pytestmark = [pytest.mark.integration]
 
@@ -27,14 +26,7 @@ DENSE_ONLY = HybridWeights(keyword=0.0, dense=1.0)
 
 
 def _record(owner: Owner, number: int) -> VectorRecord:
-    rng = np.random.default_rng(number)
-    vector = rng.normal(size=DIM).astype(np.float32)
-    return VectorRecord(
-        id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{owner.user_id}/{number}")),
-        dense=(vector / np.linalg.norm(vector)).tolist(),
-        sparse=SparseVector(indices=[number % 97], values=[1.0]),
-        payload={"kind": "episode", "n": number},
-    )
+    return numbered_record(owner, number, DIM)
 
 
 def _indexed_vectors(path: Path) -> int:

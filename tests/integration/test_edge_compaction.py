@@ -9,10 +9,8 @@ child process."""
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
-import numpy as np
 import pytest
 import qdrant_edge as qe
 
@@ -20,6 +18,7 @@ from services.common.domain.owner import Owner
 from services.common.stores.vector import edge_builds
 from services.common.stores.vector.edge import EdgeVectorIndex
 from services.common.stores.vector.port import EPISODES, HybridWeights, SearchFilter, SparseVector, VectorRecord
+from tests.support.vectors import numbered_record
 
 pytestmark = [pytest.mark.integration]
 
@@ -30,14 +29,7 @@ DENSE_ONLY = HybridWeights(keyword=0.0, dense=1.0)
 
 
 def _record(owner: Owner, number: int) -> VectorRecord:
-    rng = np.random.default_rng(number)
-    vector = rng.normal(size=DIM).astype(np.float32)
-    return VectorRecord(
-        id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{owner.user_id}/{number}")),
-        dense=(vector / np.linalg.norm(vector)).tolist(),
-        sparse=SparseVector(indices=[number % 97], values=[1.0]),
-        payload={"kind": "episode", "n": number},
-    )
+    return numbered_record(owner, number, DIM)
 
 
 def _segments(generation: Path) -> set[str]:
