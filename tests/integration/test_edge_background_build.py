@@ -14,15 +14,14 @@ import qdrant_edge as qe
 
 from services.common.domain.owner import Owner
 from services.common.stores.vector.edge import EdgeVectorIndex
-from services.common.stores.vector.port import EPISODES, HybridWeights, SearchFilter, SparseVector, VectorRecord
-from tests.support.vectors import numbered_record
+from services.common.stores.vector.port import EPISODES, SearchFilter, VectorRecord
+from tests.support.vectors import nearest_id, numbered_record
 
 pytestmark = [pytest.mark.integration]
 
 DIM = 32
 ALICE = Owner("t1", "alice")
 BOB = Owner("t1", "bob")
-DENSE_ONLY = HybridWeights(keyword=0.0, dense=1.0)
 
 
 def _record(owner: Owner, number: int) -> VectorRecord:
@@ -38,10 +37,7 @@ def _indexed_vectors(path: Path) -> int:
 
 
 async def _nearest(index: EdgeVectorIndex, owner: Owner, record: VectorRecord) -> str:
-    hits = await index.hybrid_query(
-        EPISODES, owner, dense=record.dense, sparse=SparseVector([], []), weights=DENSE_ONLY, limit=1
-    )
-    return hits[0].id
+    return await nearest_id(index, EPISODES, owner, record)
 
 
 async def test_the_build_runs_beside_the_process_and_keeps_every_write(tmp_path: Path) -> None:

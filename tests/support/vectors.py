@@ -7,7 +7,7 @@ import uuid
 import numpy as np
 
 from services.common.domain.owner import Owner
-from services.common.stores.vector.port import SparseVector, VectorRecord
+from services.common.stores.vector.port import HybridWeights, SparseVector, VectorIndex, VectorRecord
 
 
 def numbered_record(owner: Owner, number: int, dim: int) -> VectorRecord:
@@ -21,3 +21,16 @@ def numbered_record(owner: Owner, number: int, dim: int) -> VectorRecord:
         sparse=SparseVector(indices=[number % 97], values=[1.0]),
         payload={"kind": "episode", "n": number},
     )
+
+
+async def nearest_id(index: VectorIndex, collection: str, owner: Owner, record: VectorRecord) -> str:
+    """The id of the owner's point nearest to `record`'s vector (dense only)."""
+    hits = await index.hybrid_query(
+        collection,
+        owner,
+        dense=record.dense,
+        sparse=SparseVector([], []),
+        weights=HybridWeights(keyword=0.0, dense=1.0),
+        limit=1,
+    )
+    return hits[0].id
