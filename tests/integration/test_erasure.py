@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import typer
 from nats.aio.client import Client as NatsClient
-from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from contracts import ErasureCompleted, ErasureRequested, ErasureTarget, SessionCompleted, Subjects
@@ -26,7 +25,7 @@ from services.common.domain.facts import FactCandidate, FactProvenance, make_fac
 from services.common.domain.owner import Owner
 from services.common.runtime.resources import Resources
 from services.common.runtime.service import ServiceDefinition
-from services.common.runtime.settings import GraphSettings, NatsSettings, TierMemSettings, VectorSettings
+from services.common.runtime.settings import NatsSettings, TierMemSettings, VectorSettings
 from services.common.stores.erasure import AuditReport, audit_user
 from services.common.stores.graph.repository import EntityInput, EpisodeRef, GraphRepository, RelationInput, entity_key
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES, HybridWeights, SearchFilter, VectorRecord
@@ -49,13 +48,7 @@ def _settings(tmp_path: Path, nats_settings: NatsSettings, graph: FalkorDBGraph,
         data_dir=tmp_path,
         nats=nats_settings.model_copy(update=nats),
         vector=VectorSettings(backend="edge", path=tmp_path / "edge"),
-        graph=GraphSettings(
-            backend="falkordb",
-            host=graph.host,
-            port=graph.port,
-            password=SecretStr(graph.password),
-            graph_name=graph.graph_name,
-        ),
+        graph=graph.settings(),
     )
 
 

@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pytest
 from nats.aio.client import Client as NatsClient
-from pydantic import SecretStr
 
 from contracts import ErasureCompleted, ErasureRequested, ErasureTarget, Subjects
 from services.cli.stack import RunningServices, start_services
 from services.common.domain.owner import Owner
 from services.common.runtime.resources import Resources
-from services.common.runtime.settings import GraphSettings, NatsSettings, TierMemSettings, VectorSettings
+from services.common.runtime.settings import NatsSettings, TierMemSettings, VectorSettings
 from services.common.stores.episodes import Episode, EpisodeStore
 from services.common.stores.vector.port import EPISODES, PASSAGES, SearchFilter
 from services.episodic_summarizer.handlers import DEFINITION as EPISODIC_DEFINITION
@@ -125,13 +124,7 @@ async def forgetting(
         data_dir=tmp_path,
         nats=nats_settings,
         vector=VectorSettings(backend="edge", path=tmp_path / "edge"),
-        graph=GraphSettings(
-            backend="falkordb",
-            host=falkordb_graph.host,
-            port=falkordb_graph.port,
-            password=SecretStr(falkordb_graph.password),
-            graph_name=falkordb_graph.graph_name,
-        ),
+        graph=falkordb_graph.settings(),
     )
     running = await start_services(settings, [EPISODIC_DEFINITION, PRUNER_DEFINITION], resources=Resources(settings))
     recall = RecallService(RecallApiSettings(**settings.model_dump()), running.resources)

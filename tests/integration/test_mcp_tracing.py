@@ -19,12 +19,11 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
-from pydantic import SecretStr
 
 from services.cli.recall import _serve_mcp_stdio
 from services.common.gateways.embedding import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
-from services.common.runtime.settings import GraphSettings, NatsSettings
+from services.common.runtime.settings import NatsSettings
 from services.common.runtime.telemetry import tracer_provider
 from services.common.stores.vector.edge import EdgeVectorIndex
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
@@ -154,13 +153,7 @@ async def test_tool_calls_over_stdio_are_spans_on_the_global_provider(
         data_dir=tmp_path,
         api_keys=API_KEYS,
         nats=nats_settings,
-        graph=GraphSettings(
-            backend="falkordb",
-            host=falkordb_graph.host,
-            port=falkordb_graph.port,
-            password=SecretStr(falkordb_graph.password),
-            graph_name=falkordb_graph.graph_name,
-        ),
+        graph=falkordb_graph.settings(),
     )
     spans.clear()  # the seeding's own spans
 

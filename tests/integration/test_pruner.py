@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from faststream.nats import NatsBroker
 from nats.aio.client import Client as NatsClient
-from pydantic import SecretStr
 
 from contracts import PruneReport, Subjects
 from services.cli.prune import run_prune_now
@@ -23,7 +22,7 @@ from services.common.domain.owner import Owner
 from services.common.runtime.broker import build_broker, provision
 from services.common.runtime.resources import Resources, ServiceContext
 from services.common.runtime.service import build_context
-from services.common.runtime.settings import GraphSettings, NatsSettings, VectorSettings
+from services.common.runtime.settings import NatsSettings, VectorSettings
 from services.common.stores.erasure import ControlError, request_control
 from services.common.stores.graph.repository import EntityInput, EpisodeRef, GraphRepository
 from services.common.stores.vector.edge import EdgeVectorIndex
@@ -143,12 +142,7 @@ async def pruning(
         data_dir=tmp_path,
         nats=nats_settings,
         vector=VectorSettings(backend="edge", path=tmp_path / "edge"),
-        graph=GraphSettings(
-            host=falkordb_graph.host,
-            port=falkordb_graph.port,
-            password=SecretStr(falkordb_graph.password),
-            graph_name=falkordb_graph.graph_name,
-        ),
+        graph=falkordb_graph.settings(),
         unrecalled_max_age_days=90,
         superseded_grace_days=30,
         prune_page_size=2,  # small pages: the paging loops run several rounds

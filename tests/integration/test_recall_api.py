@@ -29,7 +29,7 @@ from services.common.gateways.embedding import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.broker import connect_nats, provision
 from services.common.runtime.resources import Resources
-from services.common.runtime.settings import GraphSettings, NatsSettings
+from services.common.runtime.settings import NatsSettings
 from services.common.stores.graph.falkordb import FalkorDBExecutor
 from services.common.stores.graph.repository import EntityInput, EpisodeRef, GraphRepository, RelationInput
 from services.common.stores.vector.port import EPISODES, FACTS, VectorIndex
@@ -117,7 +117,7 @@ def recall_settings(
     return RecallApiSettings(
         data_dir=data_dir,
         nats=nats_settings,
-        graph=GraphSettings(host=graph.host, port=graph.port, password=graph.password, graph_name=graph.graph_name),  # type: ignore[arg-type]
+        graph=graph.settings(),
         api_keys=API_KEYS,
         # Ranking is under test here, not the L0 deadline (test_l0_deadline.py): a loaded machine must
         # not turn answers keyword-only.

@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from contracts import Subjects
@@ -28,7 +27,7 @@ from services.common.domain.owner import Owner
 from services.common.gateways.embedding import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.resources import Resources
-from services.common.runtime.settings import GraphSettings, NatsSettings, VectorSettings
+from services.common.runtime.settings import NatsSettings, VectorSettings
 from services.common.stores.episodes import Episode, episode_payload
 from services.common.stores.vector.port import EPISODES, SearchFilter, VectorRecord
 from services.episodic_summarizer.handlers import DEFINITION as EPISODIC
@@ -110,13 +109,7 @@ async def write_stack(
         data_dir=tmp_path,
         nats=nats_settings,
         vector=VectorSettings(backend="edge", path=tmp_path / "edge"),
-        graph=GraphSettings(
-            backend="falkordb",
-            host=falkordb_graph.host,
-            port=falkordb_graph.port,
-            password=SecretStr(falkordb_graph.password),
-            graph_name=falkordb_graph.graph_name,
-        ),
+        graph=falkordb_graph.settings(),
         api_keys=API_KEYS,
     )
     resources = Resources(settings, _embedder=embedder, _keywords=keywords)
