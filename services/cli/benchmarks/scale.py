@@ -43,6 +43,7 @@ import uvicorn
 from qdrant_client import AsyncQdrantClient, models
 
 from services.cli.benchmarks.fast_embedder import FAST_EMBEDDER_NOTE, HashEmbedder
+from services.cli.benchmarks.http_driver import OutOfProcessClient, driver_beside
 from services.cli.benchmarks.recall import BaseSentence, base_sentences, query_for
 from services.cli.benchmarks.scale_report import ratios
 from services.cli.evaluation.metrics import percentile
@@ -237,7 +238,8 @@ async def serving(resources: Resources, work: Path) -> AsyncIterator[httpx.Async
     settings = RecallApiSettings(data_dir=work, api_keys={API_KEY: TENANT})
     app = create_app(settings, resources)
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", http="httptools")
+    server = uvicorn.Server(config)  # the HTTP parser the production entry points use (root.py)
     task = asyncio.create_task(server.serve())
     deadline = time.monotonic() + 120
     while not server.started:
@@ -297,26 +299,58 @@ def _questions(
 async def recall_phase(
     resources: Resources, work: Path, questions: list[tuple[str, str]], *, l1: bool
 ) -> dict[str, Any]:
-    """L0 (and L1) over HTTP; the query embedding alone is timed for the same text right before each
-    L0 call, so that both see the same machine load (the ratio is the point on a shared machine)."""
-    floor, l0 = Latencies(), Latencies()
+    """L0 (and L1) over HTTP. Each question is asked by a client in another process (`l0`, the
+    agent's shape, http_driver.py) and by httpx in the server's own loop (`l0_in_loop`, how earlier
+    runs measured), in alternating order, each call right after its own query-embedding floor sample
+    of the same text (both see the same machine load: the ratio is the point on a shared machine)."""
+    floor, out_of_process, in_loop = Latencies(), Latencies(), Latencies()
     answers: list[dict[str, Any]] = []
-    async with serving(resources, work) as http:
-        await time_calls(http, "/v1/recall/auto", [{"user_id": u, "message": t} for u, t in questions[:3]], warmup=0)
-        for user, text in questions:
-            floor.samples_ms += (await embedding_floor(resources.embedder(), [text])).samples_ms
-            timed, answered = await time_calls(http, "/v1/recall/auto", [{"user_id": user, "message": text}], warmup=0)
-            l0.samples_ms += timed.samples_ms
-            answers += answered
-        result: dict[str, Any] = {"l0": l0.summary(), "l0_injected_share": _injected_share(answers)}
+    async with serving(resources, work) as http, driver_beside(http) as driver:
+        warm = [{"user_id": u, "message": t} for u, t in questions[:3]]
+        await time_calls(http, "/v1/recall/auto", warm, warmup=0)
+        for body in warm:
+            await driver.call("POST", "/v1/recall/auto", body)
+        for number, (user, text) in enumerate(questions):
+            body = {"user_id": user, "message": text}
+            for client in ("driver", "http") if number % 2 == 0 else ("http", "driver"):
+                floor.samples_ms += (await embedding_floor(resources.embedder(), [text])).samples_ms
+                if client == "driver":
+                    status, elapsed, answer = await driver.call("POST", "/v1/recall/auto", body)
+                    if status != 200:
+                        raise RuntimeError(f"L0 answered {status}: {answer[:200]}")
+                    out_of_process.samples_ms.append(elapsed)
+                    answers.append(json.loads(answer))
+                else:
+                    in_loop.samples_ms += (await time_calls(http, "/v1/recall/auto", [body], warmup=0))[0].samples_ms
+        result: dict[str, Any] = {
+            "l0": out_of_process.summary(),
+            "l0_in_loop": in_loop.summary(),
+            "l0_injected_share": _injected_share(answers),
+            "healthz": await _healthz(http, driver),
+        }
         if l1:
             l1_bodies = [{"user_id": user, "query": text, "limit": 10} for user, text in questions]
             result["l1"] = (await time_calls(http, "/v1/memories/search", l1_bodies))[0].summary()
     result["query_embedding"] = floor.summary()
-    for quantile in ("p50_ms", "p99_ms"):
-        floor, measured = result["query_embedding"][quantile], result["l0"][quantile]
-        result[f"l0_over_embedding_{quantile[:3]}"] = round(measured / floor, 2) if floor and measured else None
+    for key, prefix in (("l0", "l0_over_embedding"), ("l0_in_loop", "l0_in_loop_over_embedding")):
+        for quantile in ("p50_ms", "p99_ms"):
+            base, measured = result["query_embedding"][quantile], result[key][quantile]
+            result[f"{prefix}_{quantile[:3]}"] = round(measured / base, 2) if base and measured else None
     return result
+
+
+async def _healthz(http: httpx.AsyncClient, driver: OutOfProcessClient, calls: int = 100) -> dict[str, Any]:
+    """A `/healthz` round trip (no auth, no store, no model): the HTTP stack alone, from both clients."""
+    in_loop, out_of_process = Latencies(), Latencies()
+    for _ in range(calls):
+        started = time.perf_counter()
+        (await http.get("/healthz")).raise_for_status()
+        in_loop.samples_ms.append((time.perf_counter() - started) * 1000)
+        status, elapsed, _ = await driver.call("GET", "/healthz")
+        if status != 200:
+            raise RuntimeError(f"/healthz answered {status}")
+        out_of_process.samples_ms.append(elapsed)
+    return {"out_of_process": out_of_process.summary(), "in_loop": in_loop.summary()}
 
 
 def _injected_share(answers: Sequence[dict[str, Any]]) -> float:

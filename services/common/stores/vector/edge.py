@@ -20,8 +20,9 @@ search takes ~0.25 ms scanned and ~0.29 ms with HNSW; a power user's (50k points
 - "background": when the points written since the last build reach max(`optimize_threshold`,
   points indexed by the last build) — geometric growth keeps the total rebuild work within ~2× of
   one final build — the build runs in a child process on a copy of the shard and is swapped in
-  (edge_builds.py). The process is blocked only for the swap: loading the built shard holds the GIL
-  (~0.6 s at 60k points, measured), not for the build.
+  (edge_builds.py). The process is blocked only at the swap, by loading the built shard and closing
+  the old one (both hold the GIL: 0.5-1.1 s together at 100k points, measured), not for the build
+  nor for replaying the writes made during it (replayed in slices, the loop free in between).
 - "inline": the old behaviour, the build runs inside upsert() and freezes the process (a benchmark
   baseline).
 Compaction: once the points deleted since the last one reach 20% (edge_builds.compaction_due), the
@@ -35,7 +36,9 @@ Durability: the WAL is on, so acknowledged writes survive a crash; close() flush
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +48,7 @@ import numpy as np
 import qdrant_edge as qe
 
 from services.common.domain.owner import Owner
-from services.common.stores.vector import edge_builds, port
+from services.common.stores.vector import edge_builds, edge_window, port
 from services.common.stores.vector.adapter_support import (
     DEFAULT_TIME_FIELDS,
     DENSE_VECTOR,
@@ -70,6 +73,8 @@ from services.common.stores.vector.fusion import FusionConfig, validate_weights
 
 _CONFIG_FILE = "edge_config.json"
 _FACET_LIMIT = 1_000_000
+# Journal operations a swap may leave for its final replay behind the write gate (writes wait for it).
+_SWAP_TAIL = 64
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +190,7 @@ class EdgeVectorIndex:
         existing = set(shard.info().payload_schema)
         wanted: list[tuple[str, Any]] = [(TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True))]
         wanted += [(name, qe.PayloadSchemaType.Keyword) for name in KEYWORD_INDEX_FIELDS]
-        wanted += [(name, qe.PayloadSchemaType.Float) for name in self._time_fields]
+        wanted += [(name, qe.PayloadSchemaType.Float) for name in (*self._time_fields, edge_window.WINDOW_KEY_FIELD)]
         for name, schema in wanted:
             if name not in existing:
                 shard.update(qe.UpdateOperation.create_field_index(name, schema))
@@ -240,7 +245,7 @@ class EdgeVectorIndex:
             opened.journal = []
         try:
             await edge_builds.build_in_child(target, vacuum_only=vacuum_only)
-            self._swap(name, opened, target)
+            await self._swap(name, opened, target)
         except Exception:
             log.exception("vector index build of %s failed; searches keep scanning until the next one", name)
             opened.journal = None
@@ -258,23 +263,47 @@ class EdgeVectorIndex:
             opened.pending_points = max(0, opened.pending_points - copied_pending)
         await edge_builds.remove_dir(self._retired.pop(name))
 
-    def _swap(self, name: str, opened: _Collection, built: Path) -> None:
-        """One synchronous step: no other coroutine runs between the load and the switch, so no
-        update can slip between the journal's replay and the new shard taking over."""
-        journal = opened.journal or []
+    async def _swap(self, name: str, opened: _Collection, built: Path) -> None:
+        """Load the built copy, catch it up with the journal, switch (edge_builds.py, step 3). The load
+        and the old shard's close hold the GIL (unavoidable in-process); the replay runs in slices with
+        the loop free between them, its last slices behind the write gate so that no write lands
+        between the last replayed operation and the switch (reads go on, on the old shard)."""
+        started = time.perf_counter()
         shard = qe.EdgeShard.load(str(built), opened.config)
-        for operation in journal:
-            shard.update(operation)
-        shard.flush()
-        edge_builds.point_to(self._data_dir, name, built)
-        old_shard, old_path = opened.shard, opened.path
-        opened.shard, opened.path, opened.journal = shard, built, None
-        opened.points = shard.info().points_count
+        loaded = time.perf_counter()
+        journal = opened.journal if opened.journal is not None else []
+        switched = False
+        try:
+            replayed = await edge_builds.catch_up(shard, journal, 0, left=_SWAP_TAIL)
+            async with opened.write_gate:
+                await edge_builds.catch_up(shard, journal, replayed, left=0)
+                shard.flush()
+                # No await from here to the switch: the pointer and the reference change together.
+                edge_builds.point_to(self._data_dir, name, built)
+                old_shard, old_path = opened.shard, opened.path
+                opened.shard, opened.path, opened.journal = shard, built, None
+                switched = True
+                opened.points = shard.info().points_count
+        finally:
+            if not switched:  # failed or cancelled before the switch: the old shard stays current
+                with contextlib.suppress(Exception):
+                    shard.close()
         self._retired[name] = old_path
+        switched_at = time.perf_counter()
         try:
             old_shard.close()
         except Exception:  # the new generation is current and complete; the old one is only garbage now
             log.exception("closing the replaced shard of %s failed", name)
+        # The load and the close each stall the process as long as they take (they hold the GIL).
+        log.info(
+            "swapped %s (%d points): load %.0f ms, journal of %d replayed in %.0f ms, close %.0f ms",
+            name,
+            opened.points,
+            (loaded - started) * 1000,
+            len(journal),
+            (switched_at - loaded) * 1000,
+            (time.perf_counter() - switched_at) * 1000,
+        )
 
     async def close(self) -> None:
         for opened in self._collections.values():
@@ -342,11 +371,12 @@ class EdgeVectorIndex:
             DENSE_VECTOR: dense,
             SPARSE_VECTOR: qe.SparseVector(list(record.sparse.indices), list(record.sparse.values)),
         }
-        return qe.Point(point_id(record.id), vectors, owned_payload(owner, record.payload))
+        payload = edge_window.stamp_window_key(owner, owned_payload(owner, record.payload))
+        return qe.Point(point_id(record.id), vectors, payload)
 
     async def set_payload(self, collection: str, owner: Owner, ids: Sequence[str], payload: Mapping[str, Any]) -> None:
         opened = self._collection(collection)
-        update = payload_update(owner, payload)
+        update = edge_window.stamp_window_key(owner, payload_update(owner, payload))  # a new time moves the key
         conditions = owner_conditions(owner)
         conditions.ids = point_ids(ids)
         if not update or conditions.matches_nothing:
@@ -443,11 +473,19 @@ class EdgeVectorIndex:
         candidates: int,
     ) -> qe.QueryRequest:
         # A power user's dense branch searches their most recent points only (edge_window.py).
-        window = self.dense_windows.condition(opened.shard, collection, owner, _edge_filter(owner_conditions(owner)))
+        owner_filter = _edge_filter(owner_conditions(owner))
+        window = self.dense_windows.conditions(opened.shard, collection, owner, owner_filter)
+        if self.dense_windows.take_backfill(collection, owner):  # in the background, like any write (gate, journal)
+            writes = edge_window.BackfillWrites(
+                opened.write_gate,
+                lambda operation: _apply(opened, operation),
+                lambda: self._collections.get(collection) is opened,  # not closed (nor reopened) meanwhile
+            )
+            self.dense_windows.start_backfill(opened.shard, collection, owner, owner_filter, writes)
         return qe.QueryRequest(
             limit=candidates,
             query=qe.Query.Nearest(query_vector.tolist(), using=DENSE_VECTOR),
-            filter=_edge_filter(conditions) if window is None else _edge_filter(conditions, window),
+            filter=_edge_filter(conditions, *window),
             with_payload=True,
         )
 
@@ -474,7 +512,8 @@ class EdgeVectorIndex:
             qe.ScrollRequest(limit=len(conditions.ids), filter=_edge_filter(conditions), with_payload=True)
         )
         found = {
-            str(record.id): port.StoredRecord(id=str(record.id), payload=record.payload or {}) for record in records
+            str(record.id): port.StoredRecord(str(record.id), edge_window.without_window_key(record.payload))
+            for record in records
         }
         return [found[wanted] for wanted in conditions.ids if wanted in found]
 
@@ -501,7 +540,7 @@ class EdgeVectorIndex:
                 with_payload=True,
             )
         )
-        return [port.StoredRecord(id=str(record.id), payload=record.payload or {}) for record in records]
+        return [port.StoredRecord(str(record.id), edge_window.without_window_key(record.payload)) for record in records]
 
     async def count(self, collection: str, owner: Owner, search_filter: port.SearchFilter | None = None) -> int:
         opened = self._collection(collection)
@@ -535,7 +574,7 @@ def _hit(point: qe.ScoredPoint) -> Hit:
     return Hit(
         id=str(point.id),
         score=point.score,
-        payload=point.payload or {},
+        payload=edge_window.without_window_key(point.payload),
         dense_vector=cast("list[float]", dense) if isinstance(dense, list) else None,
     )
 

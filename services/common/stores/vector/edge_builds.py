@@ -9,9 +9,12 @@ child process on a copy of the shard, and the parent swaps the built copy in:
    the parent applies is also kept in a journal.
 2. build — a child process (low CPU priority) loads the copy, runs optimize(), flushes and closes it.
    The parent's event loop only awaits the child's exit.
-3. swap — in one synchronous step (nothing else runs on the event loop in between): load the built
-   shard, replay the journal into it, flush, point the collection at it (an atomic rename of a small
-   pointer file), close the old shard. Then the old directory is removed in a thread.
+3. swap — load the built shard, catch it up with the journal in slices of a few ms with the event
+   loop free between them (writes go on and are journaled meanwhile), then take the write gate and
+   replay the rest (still in slices: reads go on, only writes wait), flush, point the collection at
+   it (an atomic rename of a small pointer file) and switch the reference: nothing runs on the loop
+   between the pointer and the switch, so no write lands on the old shard after its last replay.
+   Then the old shard is closed and its directory removed in a thread.
 
 Compaction (vacuum) goes the same way. Deleted points (erasure, pruning) stay in Edge segments as
 tombstones until optimize() rewrites the segment, so disk and scan cost grow with every delete. With
@@ -23,12 +26,19 @@ so it cannot run in the request process either; loading the compacted copy at th
 the users erased (`never` mode): 12 s from the first delete to the swap, the longest stall of the
 request process 345 ms (the swap's load), against 1.5 s frozen for the same optimize() inline.
 
-The swap is the weak point of "background" at scale: measured at 100k points (2 cores under heavy
-load, 10 L0 calls/s through a 345 s build), the process froze up to 12.7 s at the swap and /readyz
-went unanswered for 17 s. The synchronous step loads the HNSW shard and replays the whole journal,
-and the journal holds every write of the build's duration, including one recall-count update per
-recalled memory per turn. Replaying it in chunks on the loaded shard before the final step (only the
-tail inside it) is the next step; until then "never" (the default) is the mode that keeps turns fast.
+Where the swap's time goes (instrumented, 100k points of the maintenance bench, 2 cores under load
+8-14): `EdgeShard.load()` of the built copy 490-820 ms, closing the old shard 65-330 ms, both holding
+the GIL (a thread ticking every 1 ms stood still; a load in a thread froze the loop as long), so they
+stall the process whatever thread runs them; flush ~15 ms; replaying 1000 recall-count updates 40-110
+ms in total at 0.04-0.1 ms each. Before the sliced replay, "background" at 100k froze 12.7 s at the
+swap: the whole journal of a 345 s build (every write of the build, one recall-count update per recalled
+memory per turn) was replayed inside the one synchronous step. The load grows with the shard (~5-9 µs
+per point, ~0.2-0.4 s already at 10k: seconds at 1M). perf shows why: loading an appendable segment
+rebuilds its in-memory indexes — the numeric payload indexes of the float time fields (BTreeMap
+inserts, the largest share), the keyword map indexes, the sparse inverted index, the id tracker. An
+immutable segment (HNSW m=0) or cold memory placements did not make it markedly cheaper in a quick
+trial; fewer indexed float fields, or a smaller shard per swap (a collection sharded by owner hash),
+would.
 
 On-disk layout: the first generation of a collection is `data_dir/<collection>/` (the layout every
 existing data dir has); later ones are `data_dir/<collection>.g<N>/`, named by the pointer file
@@ -45,7 +55,11 @@ import os
 import re
 import shutil
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+
+import qdrant_edge as qe
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +72,9 @@ VACUUM_DELETED_FRACTION = 0.2
 VACUUM_MIN_DELETED = 1000
 # An indexing threshold (KB) no segment reaches: optimize() then vacuums and merges but never indexes.
 _NO_INDEXING_KB = 2**31 - 1
+# The work a swap's journal replay does between two yields to the event loop (one operation may take
+# longer: a replayed upsert chunk costs what it cost when it was first written).
+_SLICE_S = 0.005
 
 # The child needs nothing of this project: only the engine. Kept inline so that the child starts the
 # same way from a checkout, a wheel or the container image (no import path to get right), with a low
@@ -177,6 +194,27 @@ async def build_in_child(shard_dir: Path, *, vacuum_only: bool = False) -> None:
     if process.returncode != 0:
         tail = stderr.decode("utf-8", errors="replace").strip().splitlines()[-3:]
         raise BuildFailed(f"index build of {shard_dir} exited with {process.returncode}: {' | '.join(tail)}")
+
+
+async def catch_up(
+    shard: qe.EdgeShard,
+    journal: list[qe.UpdateOperation],
+    start: int,
+    *,
+    left: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> int:
+    """Replay `journal[start:]` into `shard` in slices of about `_SLICE_S` of work, yielding to the event
+    loop between slices, until at most `left` operations are not replayed (the journal may grow while
+    this runs: writes go on unless the caller holds the write gate). Returns the next index to replay."""
+    done = start
+    while len(journal) - done > left:
+        deadline = clock() + _SLICE_S
+        while done < len(journal) and clock() < deadline:
+            shard.update(journal[done])
+            done += 1
+        await asyncio.sleep(0)
+    return done
 
 
 async def remove_dir(path: Path) -> None:

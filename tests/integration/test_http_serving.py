@@ -1,0 +1,69 @@
+"""What the HTTP layer adds to every recall call is kept small (issue 16, L0 at the embedding floor):
+the composition root serves the API with uvicorn's httptools parser, not the pure-Python h11
+fallback, and the /v1 dependencies run on the event loop, not in a worker thread each."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fastapi.dependencies.utils
+import httpx
+import pytest
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from services.cli.servers.net import free_port
+from services.common.runtime.resources import Resources
+from services.common.runtime.root import HttpApi, compose
+from services.common.runtime.settings import TelemetrySettings, TierMemSettings
+from services.recall_api.app import create_app
+from services.recall_api.settings import RecallApiSettings
+
+pytestmark = pytest.mark.integration
+
+API_KEY = "http-serving-key-0123456789abcdef"
+
+
+async def test_the_composition_root_serves_http_with_httptools(tmp_path: Path) -> None:
+    async def hello(_: object) -> PlainTextResponse:
+        return PlainTextResponse("hello")
+
+    app = Starlette(routes=[Route("/hello", hello)])
+    port = free_port()
+    # No store counting: this root has no stores to count, only the HTTP API.
+    settings = TierMemSettings(data_dir=tmp_path, telemetry=TelemetrySettings(store_counts_interval_s=0))
+    root = compose(settings, [], name="http-test", http_api=HttpApi(lambda _: app, "127.0.0.1", port, "warning"))
+    await root.start()
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            assert (await http.get("/hello")).text == "hello"
+            # The keep-alive connection is still open: the server's connection object is the parser in use.
+            server = root._http_server
+            assert server is not None
+            connections = list(server.server_state.connections)
+            assert connections and all(isinstance(c, HttpToolsProtocol) for c in connections), connections
+    finally:
+        await root.stop()
+
+
+async def test_v1_dependencies_resolve_without_a_worker_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain `def` dependency is run by FastAPI in a worker thread (a thread hop per dependency per
+    call); the tenant and service dependencies of every /v1 route are coroutines instead."""
+    settings = RecallApiSettings(data_dir=tmp_path, api_keys={API_KEY: "acme"})
+    app = create_app(settings, Resources(settings))
+    hops: list[object] = []
+
+    async def no_thread(call: object, *args: object, **kwargs: object) -> object:
+        hops.append(call)
+        raise AssertionError(f"dependency {call!r} ran in a worker thread")
+
+    monkeypatch.setattr(fastapi.dependencies.utils, "run_in_threadpool", no_thread)
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://recall.test") as http:
+        answer = await http.get("/v1/prompt/memory-instructions", headers=headers)
+        refused = await http.get("/v1/prompt/memory-instructions", headers={"Authorization": "Bearer wrong-key"})
+    assert answer.status_code == 200 and answer.json()["lang"] == "en"
+    assert refused.status_code == 401
+    assert hops == []
