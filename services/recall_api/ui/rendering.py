@@ -63,7 +63,9 @@ def signer_of(request: Request) -> SessionSigner:
     return signer
 
 
-def current_session(request: Request) -> BrowserSession:
+# The dependencies are `async def` for the reason given in routes.py: FastAPI runs a plain `def`
+# dependency in a worker thread, a hop on every page.
+async def current_session(request: Request) -> BrowserSession:
     service = service_of(request)
     session = signer_of(request).check(request.cookies.get(COOKIE_NAME), service.settings.api_keys)
     if session is None:
@@ -71,8 +73,12 @@ def current_session(request: Request) -> BrowserSession:
     return session
 
 
+async def _service_dependency(request: Request) -> RecallService:
+    return service_of(request)
+
+
 Session = Annotated[BrowserSession, Depends(current_session)]
-Service = Annotated[RecallService, Depends(service_of)]
+Service = Annotated[RecallService, Depends(_service_dependency)]
 
 
 def checked_user(user_id: str) -> str:
