@@ -45,6 +45,9 @@ def test_the_scale_bench_runs_tiny_and_reports_every_field(tmp_path: Path) -> No
     assert set(report["local_over_edge_l0"]) == {"p50", "p99"}
     power = report["power_user"]
     assert power["memories"] == report["plan"]["power_user_memories"] and power["calls"] >= 3
+    # Timed from the client in another process, each call with its own query-embedding floor sample.
+    assert power["query_embedding"]["calls"] == power["calls"] and power["over_embedding_p99"] > 0
+    assert power["exhaustive"]["calls"] == power["calls"] and "power user L0 / its query embedding" in finished.stdout
     growth = report["growth"]
     assert [row["sessions"] for row in growth] == report["plan"]["growth_sessions"]
     assert len(growth) >= 2 and all(row["calls"] >= 3 and row["tokens_per_turn_mean"] >= 0 for row in growth)

@@ -165,3 +165,27 @@ def test_invalid_parameters_are_rejected() -> None:
         KeywordEncoder(avg_doc_terms=0)
     with pytest.raises(ValueError):
         KeywordEncoder(bigram_weight=0)
+
+
+def test_repeated_short_texts_are_analysed_once_and_callers_get_their_own_list(
+    encoder: KeywordEncoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # L0 tokenises the same memory abstracts every turn; Kiwi must not run again for a text it has seen.
+    analysed: list[str] = []
+    real = kiwi.tokenize
+
+    def counting(text: str) -> object:
+        analysed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(kiwi, "tokenize", counting)
+    text = "민지는 캐시 테스트 전용 문장을 서울에서 썼다 (unit-7f3a)"
+    first = encoder.tokens(text)
+    first.append("mutated by a caller")
+    second = encoder.tokens(text)
+    assert len(analysed) == 1 and "mutated by a caller" not in second
+    assert second == first[:-1] and "서울" in second
+    long_text = "서울 " * 1_500  # beyond the cached length: analysed every time, never kept
+    encoder.tokens(long_text)
+    encoder.tokens(long_text)
+    assert len(analysed) == 3

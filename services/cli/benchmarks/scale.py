@@ -32,22 +32,27 @@ import resource
 import shutil
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
-import uvicorn
 from qdrant_client import AsyncQdrantClient, models
 
 from services.cli.benchmarks.fast_embedder import FAST_EMBEDDER_NOTE, HashEmbedder
-from services.cli.benchmarks.http_driver import OutOfProcessClient, driver_beside
+from services.cli.benchmarks.http_driver import driver_beside
 from services.cli.benchmarks.recall import BaseSentence, base_sentences, query_for
+from services.cli.benchmarks.scale_http import (
+    TENANT,
+    Latencies,
+    driven_calls,
+    embedding_floor,
+    healthz_round_trips,
+    serving,
+    time_calls,
+)
 from services.cli.benchmarks.scale_report import ratios
-from services.cli.evaluation.metrics import percentile
-from services.cli.servers.net import free_port
 from services.common.domain.owner import Owner
 from services.common.gateways.embedder import Embedder
 from services.common.gateways.embedding import LocalE5Embedder
@@ -64,13 +69,10 @@ from services.common.stores.vector.port import (
     SparseVector,
     VectorIndex,
 )
-from services.recall_api.app import create_app
 from services.recall_api.candidates import episode_filter
 from services.recall_api.seeding import seeded_episode
 from services.recall_api.settings import RecallApiSettings
 
-API_KEY = "bench-scale-key-0123456789abcdef"
-TENANT = "bench"
 GROWTH_USER = "grower"
 FULL_MEMORIES = 1_000_000
 FULL_USERS = 100_000
@@ -104,22 +106,6 @@ class ScalePlan:
         power = max(10, round(FULL_POWER_USER * min(1.0, scale * 10)))
         local = min(local_memories, memories)
         return cls(memories, users, queries, local, growth, max(3, queries // 4), power, seed, max(1, local_queries))
-
-
-@dataclass
-class Latencies:
-    samples_ms: list[float] = field(default_factory=list)
-
-    def summary(self) -> dict[str, float | int | None]:
-        return {
-            "calls": len(self.samples_ms),
-            "p50_ms": _round(percentile(self.samples_ms, 0.50)),
-            "p99_ms": _round(percentile(self.samples_ms, 0.99)),
-        }
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 2)
 
 
 def rss_mb() -> float:
@@ -229,61 +215,6 @@ async def open_index(index: VectorIndex, dim: int) -> VectorIndex:
     return index
 
 
-# -- HTTP ----------------------------------------------------------------------------------------
-
-
-@contextlib.asynccontextmanager
-async def serving(resources: Resources, work: Path) -> AsyncIterator[httpx.AsyncClient]:
-    """The recall API on a real uvicorn on a free loopback port, and a client with the API key."""
-    settings = RecallApiSettings(data_dir=work, api_keys={API_KEY: TENANT})
-    app = create_app(settings, resources)
-    port = free_port()
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on", http="httptools")
-    server = uvicorn.Server(config)  # the HTTP parser the production entry points use (root.py)
-    task = asyncio.create_task(server.serve())
-    deadline = time.monotonic() + 120
-    while not server.started:
-        if task.done():
-            task.result()
-        if time.monotonic() > deadline:
-            raise TimeoutError("the recall API did not start within 120 s")
-        await asyncio.sleep(0.05)
-    try:
-        headers = {"Authorization": f"Bearer {API_KEY}"}
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=120) as http:
-            yield http
-    finally:
-        server.should_exit = True
-        await task
-
-
-async def time_calls(
-    http: httpx.AsyncClient, path: str, bodies: Sequence[dict[str, Any]], *, warmup: int = 3
-) -> tuple[Latencies, list[dict[str, Any]]]:
-    """Sequential calls; the first `warmup` are not timed. Returns latencies and the answers."""
-    latencies = Latencies()
-    answers: list[dict[str, Any]] = []
-    for number, body in enumerate([*bodies[:warmup], *bodies]):
-        started = time.perf_counter()
-        response = await http.post(path, json=body)
-        elapsed = (time.perf_counter() - started) * 1000
-        response.raise_for_status()
-        if number >= warmup:
-            latencies.samples_ms.append(elapsed)
-            answers.append(response.json())
-    return latencies, answers
-
-
-async def embedding_floor(embedder: Embedder, texts: Sequence[str]) -> Latencies:
-    """The query embedding alone, for the same texts, sequentially."""
-    latencies = Latencies()
-    for text in texts:
-        started = time.perf_counter()
-        await embedder.embed_query(text)
-        latencies.samples_ms.append((time.perf_counter() - started) * 1000)
-    return latencies
-
-
 def _questions(
     topics: dict[str, BaseSentence], count: int, seed: int, users: int | None = None
 ) -> list[tuple[str, str]]:
@@ -326,7 +257,7 @@ async def recall_phase(
             "l0": out_of_process.summary(),
             "l0_in_loop": in_loop.summary(),
             "l0_injected_share": _injected_share(answers),
-            "healthz": await _healthz(http, driver),
+            "healthz": await healthz_round_trips(http, driver),
         }
         if l1:
             l1_bodies = [{"user_id": user, "query": text, "limit": 10} for user, text in questions]
@@ -339,20 +270,6 @@ async def recall_phase(
     return result
 
 
-async def _healthz(http: httpx.AsyncClient, driver: OutOfProcessClient, calls: int = 100) -> dict[str, Any]:
-    """A `/healthz` round trip (no auth, no store, no model): the HTTP stack alone, from both clients."""
-    in_loop, out_of_process = Latencies(), Latencies()
-    for _ in range(calls):
-        started = time.perf_counter()
-        (await http.get("/healthz")).raise_for_status()
-        in_loop.samples_ms.append((time.perf_counter() - started) * 1000)
-        status, elapsed, _ = await driver.call("GET", "/healthz")
-        if status != 200:
-            raise RuntimeError(f"/healthz answered {status}")
-        out_of_process.samples_ms.append(elapsed)
-    return {"out_of_process": out_of_process.summary(), "in_loop": in_loop.summary()}
-
-
 def _injected_share(answers: Sequence[dict[str, Any]]) -> float:
     return round(sum(1 for answer in answers if answer.get("injected")) / max(1, len(answers)), 3)
 
@@ -360,9 +277,12 @@ def _injected_share(answers: Sequence[dict[str, Any]]) -> float:
 async def growth_phase(
     index: VectorIndex, keywords: KeywordEncoder, resources: Resources, work: Path, plan: ScalePlan
 ) -> list[dict[str, Any]]:
-    """One user's sessions grow to each size; at each, L0 latency and tokens injected per turn."""
+    """One user's sessions grow to each size; at each, L0 latency and tokens injected per turn. The
+    user's episodes are embedded with the model the questions are (not the seeding's word-hash
+    embedder): with word-hash memories the dense half of every growth candidate scored 0, and which
+    memories L0 picks, so the tokens it injects, would not be what a real user's history gives."""
     owner = Owner(TENANT, GROWTH_USER)
-    store = EpisodeStore(index, HashEmbedder(), keywords)
+    store = EpisodeStore(index, resources.embedder(), keywords)
     bases = base_sentences(500, random.Random(plan.seed + 7))
     rng = random.Random(plan.seed + 7)
     now = datetime.now(UTC)
@@ -465,12 +385,12 @@ async def power_user_phase(
     # vectors against word-hash memory vectors would make the dense half noise, and the comparison meaningless.
     probes = await search_probes(HashEmbedder(), keywords, [(POWER_USER, text) for text in questions])
     window = index.dense_windows.size
-    async with serving(resources, work) as http:
-        windowed, _ = await time_calls(http, "/v1/recall/auto", bodies)
+    async with serving(resources, work) as http, driver_beside(http) as driver:
+        windowed = await driven_calls(driver, resources.embedder(), bodies)
         windowed_tops = [(await episode_search(index, probe))[:1] for probe in probes]
         index.dense_windows.size = None
         try:
-            exhaustive, _ = await time_calls(http, "/v1/recall/auto", bodies)
+            exhaustive = await driven_calls(driver, resources.embedder(), bodies)
             exhaustive_tops = [(await episode_search(index, probe))[:1] for probe in probes]
         finally:
             index.dense_windows.size = window
@@ -478,8 +398,8 @@ async def power_user_phase(
     return {
         "memories": plan.power_user_memories,
         "dense_window": window,
-        **windowed.summary(),
-        "exhaustive": exhaustive.summary(),
+        **windowed,
+        "exhaustive": exhaustive,
         "top_hit_changed_share": round(changed / max(1, len(probes)), 3),
     }
 

@@ -58,6 +58,10 @@ def render_scale(report: dict[str, Any]) -> str:
         f"{ms(power.get('exhaustive'), 'p50_ms')}, p99{ms(power.get('exhaustive'), 'p99_ms')}; "
         f"top search hit changed in {power.get('top_hit_changed_share')} of queries"
     )
+    lines.append(
+        f"  power user L0 / its query embedding (client in another process): p50 {power.get('over_embedding_p50')}x, "
+        f"p99 {power.get('over_embedding_p99')}x"
+    )
     if local is not None:
         l0_ratios, search = report["local_over_edge_l0"], report["local_over_edge_search"]
         lines.append(

@@ -18,6 +18,7 @@ Terms:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -104,11 +105,9 @@ class KeywordEncoder:
     def tokens(self, text: str) -> list[str]:
         """Terms of `text`, repeats kept (for BM25 baselines): non-Hangul words first, then Korean morphemes,
         then Hangul bigram terms (which start with '#')."""
-        normalized = unicodedata.normalize("NFKC", text).casefold()
-        terms = [_s_stem(word) for word in _OTHER_WORD.findall(normalized) if self._keep_word(word)]
-        if _HANGUL_CHAR.search(normalized):
-            terms.extend(self._korean_terms(normalized))
-        return terms
+        if len(text) <= _CACHED_TEXT_CHARS:
+            return list(_cached_terms(text))
+        return _terms(text)
 
     def encode_documents(self, texts: Sequence[str]) -> list[SparseVector]:
         """`encode_document` for each text (one call, so callers hand the whole batch to a thread)."""
@@ -138,41 +137,62 @@ class KeywordEncoder:
         indices = sorted({term_index(term) for term in self.tokens(text)})
         return SparseVector(indices=indices, values=[1.0] * len(indices))
 
-    @staticmethod
-    def _keep_word(word: str) -> bool:
-        if word in _ENGLISH_STOPWORDS:
-            return False
-        # Single letters are noise; single digits are kept ("GPT-4", "3 kids").
-        return len(word) > 1 or word.isdigit()
 
-    def _korean_terms(self, text: str) -> list[str]:
-        analysed: list[Any] = kiwi.tokenize(text)
-        runs = [(match.start(), match.end()) for match in _HANGUL_RUN.finditer(text)]
-        terms: list[str] = []
-        # Per Hangul run (index into `runs`): where its last nominal morpheme ends.
-        nominal_end: dict[int, int] = {}
-        run_index = 0
-        for token in analysed:
-            form: str = token.form
-            start: int = token.start
-            tag: str = token.tag.split("-", 1)[0]
-            while run_index < len(runs) and runs[run_index][1] <= start:
-                run_index += 1
-            in_run = run_index < len(runs) and runs[run_index][0] <= start
-            if not _HANGUL_CHAR.search(form):
-                continue  # numbers, Latin words and symbols come from the non-Hangul path
-            if tag in _NOMINAL_TAGS:
-                terms.append(form)
-                if in_run:
-                    nominal_end[run_index] = max(nominal_end.get(run_index, 0), start + token.len)
-            elif tag in _PREDICATE_TAGS:
-                predicate = form + "다"
-                if predicate not in _KOREAN_STOPWORDS:
-                    terms.append(predicate)
-        morphemes = set(terms)
-        for index, end in nominal_end.items():
-            span = text[runs[index][0] : end]
-            if len(span) < 2 or (len(span) == 2 and span in morphemes):
-                continue  # a 2-syllable noun is already a term; its only bigram would repeat it
-            terms.extend(BIGRAM_MARK + span[i : i + 2] for i in range(len(span) - 1))
-        return terms
+def _terms(text: str) -> list[str]:
+    normalized = unicodedata.normalize("NFKC", text).casefold()
+    terms = [_s_stem(word) for word in _OTHER_WORD.findall(normalized) if _keep_word(word)]
+    if _HANGUL_CHAR.search(normalized):
+        terms.extend(_korean_terms(normalized))
+    return terms
+
+
+# Every L0 turn tokenises the same texts again: the query for its keyword vector, then each candidate
+# memory's abstract in the selection (l0_select), and the same memories come back turn after turn. Kiwi
+# costs ~0.25 ms per Korean text (measured: ~1.5 ms of each L0 turn went to it), so the terms of short
+# texts are kept, a bounded number of them; tuples, so no caller can alter a cached entry.
+_CACHED_TEXT_CHARS = 2_000
+
+
+@functools.lru_cache(maxsize=8_192)
+def _cached_terms(text: str) -> tuple[str, ...]:
+    return tuple(_terms(text))
+
+
+def _keep_word(word: str) -> bool:
+    if word in _ENGLISH_STOPWORDS:
+        return False
+    # Single letters are noise; single digits are kept ("GPT-4", "3 kids").
+    return len(word) > 1 or word.isdigit()
+
+
+def _korean_terms(text: str) -> list[str]:
+    analysed: list[Any] = kiwi.tokenize(text)
+    runs = [(match.start(), match.end()) for match in _HANGUL_RUN.finditer(text)]
+    terms: list[str] = []
+    # Per Hangul run (index into `runs`): where its last nominal morpheme ends.
+    nominal_end: dict[int, int] = {}
+    run_index = 0
+    for token in analysed:
+        form: str = token.form
+        start: int = token.start
+        tag: str = token.tag.split("-", 1)[0]
+        while run_index < len(runs) and runs[run_index][1] <= start:
+            run_index += 1
+        in_run = run_index < len(runs) and runs[run_index][0] <= start
+        if not _HANGUL_CHAR.search(form):
+            continue  # numbers, Latin words and symbols come from the non-Hangul path
+        if tag in _NOMINAL_TAGS:
+            terms.append(form)
+            if in_run:
+                nominal_end[run_index] = max(nominal_end.get(run_index, 0), start + token.len)
+        elif tag in _PREDICATE_TAGS:
+            predicate = form + "다"
+            if predicate not in _KOREAN_STOPWORDS:
+                terms.append(predicate)
+    morphemes = set(terms)
+    for index, end in nominal_end.items():
+        span = text[runs[index][0] : end]
+        if len(span) < 2 or (len(span) == 2 and span in morphemes):
+            continue  # a 2-syllable noun is already a term; its only bigram would repeat it
+        terms.extend(BIGRAM_MARK + span[i : i + 2] for i in range(len(span) - 1))
+    return terms
