@@ -14,7 +14,8 @@ import qdrant_edge as qe
 
 from services.common.domain.owner import Owner
 from services.common.stores.vector.adapter_support import owner_conditions
-from services.common.stores.vector.edge import EdgeVectorIndex, _edge_filter
+from services.common.stores.vector.edge import EdgeVectorIndex
+from services.common.stores.vector.edge_filters import edge_filter
 from services.common.stores.vector.edge_window import WINDOW_KEY_FIELD, WINDOW_TIME_FIELD, window_key
 from services.common.stores.vector.fusion import FusionConfig
 from services.common.stores.vector.port import EPISODES, HybridWeights, SearchFilter, SparseVector, VectorRecord
@@ -107,7 +108,7 @@ async def test_the_window_key_is_the_selective_condition_among_many_owners(tmp_p
         # The planner iterates the condition it estimates smallest: the key's range must be it, close
         # to the window's size, while the bare time range also matches everyone's recent points.
         shard = index._collections[EPISODES].shard
-        owner_filter = _edge_filter(owner_conditions(POWER))
+        owner_filter = edge_filter(owner_conditions(POWER))
         [key_range] = index.dense_windows.conditions(shard, EPISODES, POWER, owner_filter)
         assert key_range.key == WINDOW_KEY_FIELD
         cutoff = float(window[-1].payload[WINDOW_TIME_FIELD])
@@ -152,7 +153,7 @@ async def test_points_written_before_the_key_are_found_and_backfilled(tmp_path: 
         shard = index._collections[EPISODES].shard
         unkeyed = qe.Filter(
             must=[
-                _edge_filter(owner_conditions(POWER)),
+                edge_filter(owner_conditions(POWER)),
                 qe.FieldCondition(
                     WINDOW_TIME_FIELD, range=qe.RangeFloat(gte=float(window[-1].payload[WINDOW_TIME_FIELD]))
                 ),
@@ -221,3 +222,77 @@ def test_window_keys_order_by_owner_then_time() -> None:
     assert all(key == int(key) and key < 2**53 for key in keys)  # exact float64 integers
     assert window_key(alice, -5e9) == keys[0]  # clamped, still ordered
     assert {window_key(bob, moment) for moment in times}.isdisjoint(keys)
+
+
+async def test_the_window_rows_in_memory_answer_as_edge_does_through_writes_filters_and_deletes(
+    tmp_path: Path,
+) -> None:
+    index, power = await _index_with_owners(tmp_path / "edge", 300, _spread(3000, 10))
+    key = (EPISODES, POWER)
+    try:
+        queries = [_vector(Owner("q", "q"), n) for n in range(8)]
+        window = _newest(power, 300)
+        assert not index.dense_windows.vectors.loaded(key)
+        for query in queries:
+            assert await _dense(index, POWER, query, 10) == _nearest(window, query, 10)
+        assert index.dense_windows.vectors.loaded(key)  # the shortlist came from memory
+
+        # Written after the rows were loaded: found at once (each written chunk goes into the rows).
+        newer = [
+            VectorRecord(
+                id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"new/{number}")),
+                dense=_vector(Owner("new", "new"), number),
+                sparse=SparseVector(indices=[1], values=[1.0]),
+                payload={"kind": "episode", "n": 10_000 + number, WINDOW_TIME_FIELD: NOW + 60 * number},
+            )
+            for number in range(5)
+        ]
+        await index.upsert(EPISODES, POWER, newer)
+        assert index.dense_windows.vectors.loaded(key)  # kept, not reloaded
+        for record in newer:
+            assert await _dense(index, POWER, list(record.dense), 1) == [record.payload["n"]]
+        window = _newest([*power, *newer], 305)
+
+        # A filter most of the shortlist fails: Edge's window search answers instead, never fewer hits.
+        rare = {int(record.payload["n"]) for record in window[::15]}
+        await index.set_payload(EPISODES, POWER, [r.id for r in window if r.payload["n"] in rare], {"tag": "rare"})
+        only_rare = SearchFilter(match={"tag": "rare"})
+        for query in queries[:3]:
+            hits = await index.hybrid_query(
+                EPISODES,
+                POWER,
+                dense=query,
+                sparse=SparseVector([], []),
+                weights=DENSE_ONLY,
+                limit=10,
+                search_filter=only_rare,
+            )
+            expected = _nearest([r for r in window if r.payload["n"] in rare], query, 10)
+            assert [int(hit.payload["n"]) for hit in hits] == expected
+
+        # Deleted points stay in the rows but are never returned.
+        nearest = _nearest(window, queries[0], 3)
+        gone = [r.id for r in window if r.payload["n"] in nearest]
+        assert await index.delete(EPISODES, POWER, SearchFilter(ids=gone)) == 3
+        left = [r for r in window if r.payload["n"] not in nearest]
+        assert await _dense(index, POWER, queries[0], 10) == _nearest(left, queries[0], 10)
+        assert index.dense_windows.vectors.loaded(key)
+    finally:
+        await index.close()
+
+
+async def test_only_the_most_recently_searched_windows_keep_rows(tmp_path: Path) -> None:
+    index, power = await _index_with_owners(tmp_path / "edge", 300, _spread(3000, 11))
+    index.dense_windows.vectors.max_owners = 1
+    other = Owner("t1", "second-power")
+    second = _records(other, _spread(1000, 12))
+    await index.upsert(EPISODES, other, second)
+    try:
+        query = _vector(Owner("q", "q"), 3)
+        for _ in range(2):  # each search evicts the other's rows and reloads its own: same answers
+            assert await _dense(index, POWER, query, 10) == _nearest(_newest(power, 300), query, 10)
+            assert await _dense(index, other, query, 10) == _nearest(_newest(second, 300), query, 10)
+            assert index.dense_windows.vectors.loaded((EPISODES, other))
+            assert not index.dense_windows.vectors.loaded((EPISODES, POWER))
+    finally:
+        await index.close()

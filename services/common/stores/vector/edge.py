@@ -42,7 +42,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import numpy as np
 import qdrant_edge as qe
@@ -57,7 +57,6 @@ from services.common.stores.vector.adapter_support import (
     TENANT_FIELD,
     USER_FIELD,
     Conditions,
-    Hit,
     check_collection_name,
     fuse_hits,
     owned_payload,
@@ -68,6 +67,7 @@ from services.common.stores.vector.adapter_support import (
     query_vector_ready,
     resolve_query_vector,
 )
+from services.common.stores.vector.edge_filters import edge_filter, scored_hit
 from services.common.stores.vector.edge_window import DEFAULT_WINDOW_POINTS, RecentWindows
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
 
@@ -75,6 +75,10 @@ _CONFIG_FILE = "edge_config.json"
 _FACET_LIMIT = 1_000_000
 # Journal operations a swap may leave for its final replay behind the write gate (writes wait for it).
 _SWAP_TAIL = 64
+# A power user's dense shortlist from memory: this many times the candidates asked for, so that some
+# may fail the search's filter (expired, another channel) without falling back to Edge's window scan.
+_SHORTLIST_FACTOR = 4
+_MIN_SHORTLIST = 40
 
 log = logging.getLogger(__name__)
 
@@ -336,7 +340,7 @@ class EdgeVectorIndex:
         points = [self._point(opened, owner, record) for record in records]  # validate all before writing
         if not points:
             return
-        owner_filter = _edge_filter(owner_conditions(owner))
+        owner_filter = edge_filter(owner_conditions(owner))
         # Point ids are global to the collection: refuse (loudly) to overwrite another owner's point.
         # The conditional upsert below also keeps a racing writer from doing so.
         foreign = qe.Filter(must=[qe.HasIdCondition({point.id for point in points})], must_not=[owner_filter])
@@ -349,6 +353,10 @@ class EdgeVectorIndex:
                     await asyncio.sleep(0)  # let the event loop breathe between chunks
                 chunk = points[start : start + self._chunk_size]
                 _apply(opened, qe.UpdateOperation.upsert_points(chunk, condition=owner_filter))
+                written = records[start : start + self._chunk_size]  # a power user's rows in memory follow
+                self.dense_windows.note_upsert(
+                    collection, owner, [(point_id(r.id), r.payload, r.dense) for r in written]
+                )
             opened.points = opened.shard.info().points_count
             opened.pending_points += len(points)
         threshold = self._optimize_threshold
@@ -382,18 +390,20 @@ class EdgeVectorIndex:
         if not update or conditions.matches_nothing:
             return
         async with opened.write_gate:
-            _apply(opened, qe.UpdateOperation.set_payload_by_filter(_edge_filter(conditions), update))
+            _apply(opened, qe.UpdateOperation.set_payload_by_filter(edge_filter(conditions), update))
+        if edge_window.WINDOW_TIME_FIELD in update:  # a point may have moved into the window: find it again
+            self.dense_windows.forget(collection, owner)
 
     async def delete(self, collection: str, owner: Owner, search_filter: port.SearchFilter | None = None) -> int:
         opened = self._collection(collection)
         conditions = owner_conditions(owner, search_filter)
         if conditions.matches_nothing:
             return 0
-        edge_filter = _edge_filter(conditions)
+        matching = edge_filter(conditions)
         async with opened.write_gate:
-            matched = opened.shard.count(qe.CountRequest(exact=True, filter=edge_filter))
+            matched = opened.shard.count(qe.CountRequest(exact=True, filter=matching))
             if matched:
-                _apply(opened, qe.UpdateOperation.delete_points_by_filter(edge_filter))
+                _apply(opened, qe.UpdateOperation.delete_points_by_filter(matching))
                 opened.points = opened.shard.info().points_count
                 opened.deleted_points += matched
         if self._optimize_threshold is not None and edge_builds.compaction_due(opened.points, opened.deleted_points):
@@ -423,10 +433,10 @@ class EdgeVectorIndex:
         conditions = owner_conditions(owner, search_filter)
         if conditions.matches_nothing:
             return []
-        edge_filter = _edge_filter(conditions)
+        matching = edge_filter(conditions)
         candidates = self._fusion.candidates(limit)
         keyword_request = (
-            self._keyword_request(sparse, edge_filter, candidates, with_dense=weights.dense > 0)
+            self._keyword_request(sparse, matching, candidates, with_dense=weights.dense > 0)
             if weights.keyword > 0 and sparse.indices
             else None
         )
@@ -444,15 +454,22 @@ class EdgeVectorIndex:
         if run_dense and query_vector.shape != (opened.dense_dim,):
             raise ValueError(f"dense query has shape {query_vector.shape}, expected ({opened.dense_dim},)")
         requests: list[qe.QueryRequest] = []
+        dense_fallback: qe.QueryRequest | None = None  # the window in Edge, if the shortlist falls short
         if run_dense:
-            requests.append(self._dense_request(opened, collection, owner, query_vector, conditions, candidates))
+            dense_request, dense_fallback = self._dense_request(
+                opened, collection, owner, query_vector, conditions, candidates
+            )
+            requests.append(dense_request)
         if keyword_request is not None and keyword_points is None:
             requests.append(keyword_request)
         results = iter(opened.shard.query_batch(qe.QueryBatchRequest(requests)) if requests else [])
-        dense_hits = [_hit(point) for point in next(results)] if run_dense else None
+        dense_points = next(results) if run_dense else []
+        if dense_fallback is not None and len(dense_points) < candidates:
+            [dense_points] = opened.shard.query_batch(qe.QueryBatchRequest([dense_fallback]))
+        dense_hits = [scored_hit(point) for point in dense_points] if run_dense else None
         if keyword_request is not None and keyword_points is None:
             keyword_points = next(results)
-        keyword_hits = None if weights.keyword <= 0 else [_hit(point) for point in keyword_points or []]
+        keyword_hits = None if weights.keyword <= 0 else [scored_hit(point) for point in keyword_points or []]
         return fuse_hits(
             dense_hits,
             keyword_hits,
@@ -471,9 +488,12 @@ class EdgeVectorIndex:
         query_vector: np.ndarray[Any, np.dtype[np.float32]],
         conditions: Conditions,
         candidates: int,
-    ) -> qe.QueryRequest:
-        # A power user's dense branch searches their most recent points only (edge_window.py).
-        owner_filter = _edge_filter(owner_conditions(owner))
+    ) -> tuple[qe.QueryRequest, qe.QueryRequest | None]:
+        """The dense branch's request, and the one to run instead when it returns fewer than
+        `candidates` hits (None: nothing better to try)."""
+        # A power user's dense branch searches their most recent points only (edge_window.py), shortlisted
+        # from the window's vectors in memory when it has them (edge_window_vectors.py).
+        owner_filter = edge_filter(owner_conditions(owner))
         window = self.dense_windows.conditions(opened.shard, collection, owner, owner_filter)
         if self.dense_windows.take_backfill(collection, owner):  # in the background, like any write (gate, journal)
             writes = edge_window.BackfillWrites(
@@ -482,12 +502,24 @@ class EdgeVectorIndex:
                 lambda: self._collections.get(collection) is opened,  # not closed (nor reopened) meanwhile
             )
             self.dense_windows.start_backfill(opened.shard, collection, owner, owner_filter, writes)
-        return qe.QueryRequest(
-            limit=candidates,
-            query=qe.Query.Nearest(query_vector.tolist(), using=DENSE_VECTOR),
-            filter=_edge_filter(conditions, *window),
-            with_payload=True,
+        nearest = qe.Query.Nearest(query_vector.tolist(), using=DENSE_VECTOR)
+        search = qe.QueryRequest(
+            limit=candidates, query=nearest, filter=edge_filter(conditions, *window), with_payload=True
         )
+        shortlist = self.dense_windows.shortlist(
+            opened.shard,
+            collection,
+            owner_filter,
+            window,
+            query_vector,
+            owner=owner,
+            vector_name=DENSE_VECTOR,
+            count=max(_MIN_SHORTLIST, _SHORTLIST_FACTOR * candidates),
+        )
+        if shortlist is None:
+            return search, None
+        narrowed = edge_filter(conditions, *window, qe.HasIdCondition(set(shortlist)))
+        return qe.QueryRequest(limit=candidates, query=nearest, filter=narrowed, with_payload=True), search
 
     @staticmethod
     def _keyword_request(
@@ -509,7 +541,7 @@ class EdgeVectorIndex:
         if conditions.matches_nothing:
             return []
         records, _ = opened.shard.scroll(
-            qe.ScrollRequest(limit=len(conditions.ids), filter=_edge_filter(conditions), with_payload=True)
+            qe.ScrollRequest(limit=len(conditions.ids), filter=edge_filter(conditions), with_payload=True)
         )
         found = {
             str(record.id): port.StoredRecord(str(record.id), edge_window.without_window_key(record.payload))
@@ -536,7 +568,7 @@ class EdgeVectorIndex:
             qe.ScrollRequest(
                 offset=None if start_id is None else point_id(start_id),
                 limit=limit,
-                filter=_edge_filter(conditions),
+                filter=edge_filter(conditions),
                 with_payload=True,
             )
         )
@@ -547,7 +579,7 @@ class EdgeVectorIndex:
         conditions = owner_conditions(owner, search_filter)
         if conditions.matches_nothing:
             return 0
-        return opened.shard.count(qe.CountRequest(exact=True, filter=_edge_filter(conditions)))
+        return opened.shard.count(qe.CountRequest(exact=True, filter=edge_filter(conditions)))
 
     async def list_owners(self, collection: str) -> list[Owner]:
         shard = self._collection(collection).shard
@@ -566,31 +598,3 @@ def _apply(opened: _Collection, operation: qe.UpdateOperation) -> None:
     opened.shard.update(operation)
     if opened.journal is not None:
         opened.journal.append(operation)
-
-
-def _hit(point: qe.ScoredPoint) -> Hit:
-    vectors = point.vector
-    dense = vectors.get(DENSE_VECTOR) if isinstance(vectors, dict) else None
-    return Hit(
-        id=str(point.id),
-        score=point.score,
-        payload=edge_window.without_window_key(point.payload),
-        dense_vector=cast("list[float]", dense) if isinstance(dense, list) else None,
-    )
-
-
-def _match_value(value: str | int | bool) -> qe.MatchValue:
-    # qdrant-edge-py 0.9 turns a Python bool into the integer 1/0 (bool subclasses int), which then
-    # never matches a stored boolean; numpy's bool is not an int and arrives as a real boolean.
-    return qe.MatchValue(cast(Any, np.bool_(value)) if isinstance(value, bool) else value)
-
-
-def _edge_filter(conditions: Conditions, *extra: qe.FieldCondition) -> qe.Filter:
-    must: list[Any] = [qe.FieldCondition(key, match=_match_value(value)) for key, value in conditions.equals]
-    must += [qe.FieldCondition(key, match=qe.MatchAny(values)) for key, values in conditions.any_of]
-    must += [
-        qe.FieldCondition(key, range=qe.RangeFloat(gte=lower, lt=upper)) for key, lower, upper in conditions.ranges
-    ]
-    if conditions.ids is not None:
-        must.append(qe.HasIdCondition(set(conditions.ids)))
-    return qe.Filter(must=[*must, *extra])

@@ -1,0 +1,42 @@
+"""Edge filters and hits from the adapter's types (edge.py): the owner's conditions as a `qe.Filter`,
+and a scored point as the `Hit` the fusion takes."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import numpy as np
+import qdrant_edge as qe
+
+from services.common.stores.vector import edge_window
+from services.common.stores.vector.adapter_support import DENSE_VECTOR, Conditions, Hit
+
+
+def scored_hit(point: qe.ScoredPoint) -> Hit:
+    """A search hit as the fusion takes it: the engine's window key stripped from the payload."""
+    vectors = point.vector
+    dense = vectors.get(DENSE_VECTOR) if isinstance(vectors, dict) else None
+    return Hit(
+        id=str(point.id),
+        score=point.score,
+        payload=edge_window.without_window_key(point.payload),
+        dense_vector=cast("list[float]", dense) if isinstance(dense, list) else None,
+    )
+
+
+def match_value(value: str | int | bool) -> qe.MatchValue:
+    # qdrant-edge-py 0.9 turns a Python bool into the integer 1/0 (bool subclasses int), which then
+    # never matches a stored boolean; numpy's bool is not an int and arrives as a real boolean.
+    return qe.MatchValue(cast(Any, np.bool_(value)) if isinstance(value, bool) else value)
+
+
+def edge_filter(conditions: Conditions, *extra: qe.FieldCondition | qe.HasIdCondition) -> qe.Filter:
+    """The owner's (and the search's) conditions as an Edge filter, plus `extra` ones."""
+    must: list[Any] = [qe.FieldCondition(key, match=match_value(value)) for key, value in conditions.equals]
+    must += [qe.FieldCondition(key, match=qe.MatchAny(values)) for key, values in conditions.any_of]
+    must += [
+        qe.FieldCondition(key, range=qe.RangeFloat(gte=lower, lt=upper)) for key, lower, upper in conditions.ranges
+    ]
+    if conditions.ids is not None:
+        must.append(qe.HasIdCondition(set(conditions.ids)))
+    return qe.Filter(must=[*must, *extra])
