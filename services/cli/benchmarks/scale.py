@@ -385,6 +385,12 @@ async def power_user_phase(
     # vectors against word-hash memory vectors would make the dense half noise, and the comparison meaningless.
     probes = await search_probes(HashEmbedder(), keywords, [(POWER_USER, text) for text in questions])
     window = index.dense_windows.size
+    # Their first search starts loading their keyword postings in the background; timed once loaded.
+    started = time.perf_counter()
+    await episode_search(index, probes[0])
+    await index.owner_terms.wait_for_loads()
+    postings_load_s = time.perf_counter() - started
+    keyword_changed = await _keyword_top_hits_changed(index, probes)
     async with serving(resources, work) as http, driver_beside(http) as driver:
         windowed = await driven_calls(driver, resources.embedder(), bodies)
         windowed_tops = [(await episode_search(index, probe))[:1] for probe in probes]
@@ -401,7 +407,39 @@ async def power_user_phase(
         **windowed,
         "exhaustive": exhaustive,
         "top_hit_changed_share": round(changed / max(1, len(probes)), 3),
+        "keyword_postings_load_s": round(postings_load_s, 2),
+        "keyword_top_hit_changed_share": keyword_changed,
     }
+
+
+async def _keyword_top_hits_changed(index: EdgeVectorIndex, probes: Sequence[SearchProbe]) -> float:
+    """How often the keyword branch's best score differs between the power user's postings in memory
+    and Edge's own search (edge_owner_terms.py): scores, not ids, because the seeded memories repeat
+    500 sentences, so many tie."""
+
+    async def top_scores() -> list[float]:
+        scores = []
+        for probe in probes:
+            hits = await index.hybrid_query(
+                EPISODES,
+                probe.owner,
+                dense=probe.dense,
+                sparse=probe.sparse,
+                weights=HybridWeights(keyword=1.0, dense=0.0),
+                limit=1,
+                search_filter=episode_filter("private", None, datetime.now(UTC)),
+            )
+            scores.append(round(hits[0].score, 4) if hits else -1.0)
+        return scores
+
+    from_memory = await top_scores()
+    threshold, index.owner_terms.min_points = index.owner_terms.min_points, None
+    try:
+        from_edge = await top_scores()
+    finally:
+        index.owner_terms.min_points = threshold
+    changed = sum(1 for a, b in zip(from_memory, from_edge, strict=True) if a != b)
+    return round(changed / max(1, len(probes)), 3)
 
 
 async def _edge_phase(

