@@ -84,7 +84,8 @@ class OwnerTerms:
     def __len__(self) -> int:
         return len(self._row_of)
 
-    def put(self, point_id: str, indices: Sequence[int], values: Sequence[float]) -> None:
+    def _new_row(self, point_id: str) -> int:
+        """A row for the point (its previous one, if any, is dead from now on), alive."""
         old = self._row_of.get(point_id)
         if old is not None:
             self._alive[old] = False
@@ -92,9 +93,13 @@ class OwnerTerms:
         row = len(self._ids)
         self._ids.append(point_id)
         self._row_of[point_id] = row
-        if row >= self._alive.shape[0]:
+        if row >= self._alive.shape[0]:  # grow geometrically
             self._alive = np.concatenate([self._alive, np.zeros(max(64, row), dtype=np.bool_)])
         self._alive[row] = True
+        return row
+
+    def put(self, point_id: str, indices: Sequence[int], values: Sequence[float]) -> None:
+        row = self._new_row(point_id)
         for term, weight in zip(indices, values, strict=True):
             posting = self._postings.setdefault(int(term), _empty_posting())
             posting.pending_rows.append(row)
@@ -106,20 +111,10 @@ class OwnerTerms:
         rows: list[int] = []
         weights: list[float] = []
         for point_id, indices, values in points:
-            old = self._row_of.get(point_id)
-            if old is not None:
-                self._alive[old] = False
-                self._dead += 1
-            row = len(self._ids)
-            self._ids.append(point_id)
-            self._row_of[point_id] = row
+            row = self._new_row(point_id)
             terms.extend(indices)
             rows.extend([row] * len(indices))
             weights.extend(values)
-        grown = len(self._ids) - self._alive.shape[0]
-        if grown > 0:
-            self._alive = np.concatenate([self._alive, np.zeros(grown + len(self._ids), dtype=np.bool_)])
-        self._alive[[self._row_of[point_id] for point_id, _, _ in points]] = True
         term_array = np.asarray(terms, dtype=np.int64)
         order = np.argsort(term_array, kind="stable")
         sorted_terms, row_array, weight_array = (
