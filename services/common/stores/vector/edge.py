@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import time
@@ -456,9 +457,10 @@ class EdgeVectorIndex:
             raise ValueError(f"dense query has shape {query_vector.shape}, expected ({opened.dense_dim},)")
         branches: list[BranchRequest] = []
         if run_dense:
-            branches.append(
-                self._power.dense(scope, query_vector, functools.partial(self._backfill_writes, collection, opened))
-            )
+            # The current shard: a swap (edge_builds) may have replaced and closed `scope.shard` meanwhile.
+            current = dataclasses.replace(scope, shard=opened.shard)
+            backfill = functools.partial(self._backfill_writes, collection, opened)
+            branches.append(self._power.dense(current, query_vector, backfill))
         if keyword is not None and keyword_points is None:
             branches.append(keyword)
         found_points = opened.shard.query_batch(qe.QueryBatchRequest([b.request for b in branches])) if branches else []
