@@ -355,7 +355,7 @@ class EdgeVectorIndex:
                     await asyncio.sleep(0)  # let the event loop breathe between chunks
                 chunk = points[start : start + self._chunk_size]
                 _apply(opened, qe.UpdateOperation.upsert_points(chunk, condition=owner_filter))
-                written = list(records[start : start + self._chunk_size])  # power users' memory follows
+                written = records[start : start + self._chunk_size]  # power users' memory follows
                 self._power.note_upsert(collection, owner, written, [str(point.id) for point in chunk])
             opened.points = opened.shard.info().points_count
             opened.pending_points += len(points)

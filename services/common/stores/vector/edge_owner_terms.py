@@ -33,7 +33,7 @@ import itertools
 import logging
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -209,7 +209,7 @@ class OwnerTermIndex:
                 self._start_load(shard, key, owner_filter, vector_name, alive)
         return None
 
-    def put(self, key: tuple[str, Owner], points: Sequence[tuple[str, Sequence[int], Sequence[float]]]) -> None:
+    def put(self, key: tuple[str, Owner], points: Iterable[tuple[str, Sequence[int], Sequence[float]]]) -> None:
         """Written points of the owner (ignored unless their postings are loaded or loading)."""
         terms = self._terms.get(key)
         if terms is not None:

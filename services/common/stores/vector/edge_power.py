@@ -7,7 +7,7 @@ requests: for them Edge's planner already scores just the owner's few points."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,13 +134,16 @@ class PowerUserSearch:
             scope.candidates,
         )
 
-    def note_upsert(self, collection: str, owner: Owner, records: list[port.VectorRecord], ids: list[str]) -> None:
-        """Points just written (ids canonical): into the owner's rows and postings in memory."""
+    def note_upsert(
+        self, collection: str, owner: Owner, records: Sequence[port.VectorRecord], ids: Sequence[str]
+    ) -> None:
+        """Points just written (ids canonical): into the owner's rows and postings in memory. Lazy: a
+        normal owner's write (every write but a power user's) builds nothing."""
         self.windows.note_upsert(
-            collection, owner, [(i, r.payload, r.dense) for i, r in zip(ids, records, strict=True)]
+            collection, owner, ((i, r.payload, r.dense) for i, r in zip(ids, records, strict=True))
         )
         self.terms.put(
-            (collection, owner), [(i, r.sparse.indices, r.sparse.values) for i, r in zip(ids, records, strict=True)]
+            (collection, owner), ((i, r.sparse.indices, r.sparse.values) for i, r in zip(ids, records, strict=True))
         )
 
     def forget(self, collection: str, owner: Owner) -> None:

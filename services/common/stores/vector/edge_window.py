@@ -52,7 +52,7 @@ import hashlib
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -212,7 +212,7 @@ class RecentWindows:
         )
 
     def note_upsert(
-        self, collection: str, owner: Owner, points: Sequence[tuple[str, Mapping[str, Any], Sequence[float]]]
+        self, collection: str, owner: Owner, points: Iterable[tuple[str, Mapping[str, Any], Sequence[float]]]
     ) -> None:
         """Written points (id, payload, dense vector): those in the owner's window go into its rows."""
         window = self._windows.get((collection, owner))
