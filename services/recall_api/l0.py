@@ -105,8 +105,10 @@ class AutoRecall:
             importance_weight=self.settings.importance_weight,
         )
         keywords = self.retriever.resources.keywords()
-        selection = l0_select.select_injection(ranked, found.parts, text, keywords.tokens, l0_policy(self.settings))
-        ranked = selection.chosen[:max_entries]
+        selection = l0_select.select_injection(
+            ranked, found.parts, text, keywords.tokens, l0_policy(self.settings), limit=max_entries
+        )
+        ranked = selection.chosen
         lines = [memory_section.render_item(memory_item(r).abstract, r.provenance_date) for r in ranked]
         counter = self.token_counter()
         fitted = memory_section.fit_section(lines, token_budget=budget, count_tokens=counter.count_tokens)

@@ -109,7 +109,7 @@ async def test_the_window_key_is_the_selective_condition_among_many_owners(tmp_p
         # to the window's size, while the bare time range also matches everyone's recent points.
         shard = index._collections[EPISODES].shard
         owner_filter = edge_filter(owner_conditions(POWER))
-        [key_range] = index.dense_windows.conditions(shard, EPISODES, POWER, owner_filter)
+        [key_range] = index.dense_windows.conditions(shard, EPISODES, POWER, owner_filter, owner_points=3000)
         assert key_range.key == WINDOW_KEY_FIELD
         cutoff = float(window[-1].payload[WINDOW_TIME_FIELD])
         since = qe.FieldCondition(WINDOW_TIME_FIELD, range=qe.RangeFloat(gte=cutoff))  # the bare time range

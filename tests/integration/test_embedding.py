@@ -6,7 +6,9 @@ import asyncio
 import math
 from collections.abc import Sequence
 
+import numpy  # noqa: F401  (loaded, so that threadpoolctl sees its BLAS)
 import pytest
+import threadpoolctl
 
 from services.common.gateways.embedder import Embedder
 from services.common.gateways.embedding import (
@@ -171,6 +173,20 @@ async def test_local_e5_ranks_related_text_higher(
     # e5 similarities are compressed (unrelated text still scores ~0.7), so the margin is small but stable:
     # the model is deterministic and these pairs are 0.02-0.13 apart.
     assert cosine(q, related_vec) > cosine(q, unrelated_vec) + 0.01
+
+
+def _blas_threads() -> list[int]:
+    return [int(pool["num_threads"]) for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"]
+
+
+def test_loading_the_local_model_leaves_numpy_one_blas_thread() -> None:
+    """OpenBLAS's idle threads spin and would take a core from the query embedding (embedding.py
+    `_one_blas_thread`): once the local model loads, numpy's products run on the calling thread."""
+    threadpoolctl.threadpool_limits(limits=2, user_api="blas")
+    if not _blas_threads() or max(_blas_threads()) < 2:
+        pytest.skip("numpy's BLAS here cannot run more than one thread")
+    assert LocalE5Embedder(batch_size=1).dim == 384  # loads the model
+    assert _blas_threads() and max(_blas_threads()) == 1
 
 
 async def test_a_query_does_not_wait_behind_a_long_list_of_passages() -> None:

@@ -285,6 +285,31 @@ def test_a_memory_repeating_a_chosen_one_is_left_out() -> None:
     assert len(select_injection(items, {}, "what happens on Friday?", ENCODER.tokens, no_check).chosen) == 3
 
 
+def test_the_checks_stop_at_the_limit_and_keep_the_same_first_items() -> None:
+    """Each check tokenises the item's text (Kiwi for Korean): items past the ones a turn injects are
+    never tokenised, and a limit changes nothing about the items before it."""
+    standup = episode("s1", "Weekly standup with the design team: the launch slips to Friday.")
+    again = episode("s2", "Weekly standup with the design team: the launch slips to Friday (again).")
+    other = episode("s3", "Caroline: I signed up for the pottery class on Friday.")
+    last = episode("s4", "Melanie: the kiln firing moved to Friday evening.")
+    items = ranked([(standup, 0.6), (again, 0.59), (other, 0.58), (last, 0.57)])
+    policy = L0Policy(gate=L0GatePolicy(relative_margin=0.05))
+    tokenised: list[str] = []
+
+    def tokens(text: str) -> list[str]:
+        tokenised.append(text)
+        return ENCODER.tokens(text)
+
+    everything = select_injection(items, {}, "what happens on Friday?", tokens, policy)
+    assert len(everything.chosen) == 3
+    tokenised.clear()
+    first_two = select_injection(items, {}, "what happens on Friday?", tokens, policy, limit=2)
+    assert first_two.chosen == everything.chosen[:2]
+    assert first_two.dropped[again.episode_id] == f"repeats {standup.episode_id}"
+    assert last.episode_id not in first_two.dropped
+    assert last.summary not in tokenised and other.summary in tokenised
+
+
 def test_a_tentative_fact_needs_its_sessions_episode() -> None:
     policy = L0GatePolicy(relative_margin=0.05)
     tentative = GateItem(kind="fact", relevance=0.7, sessions=frozenset({"s9"}), standalone=False)

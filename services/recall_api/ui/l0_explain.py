@@ -107,7 +107,8 @@ async def explain_auto(service: RecallService, tenant_id: str, request: AutoReca
         importance_weight=settings.importance_weight,
     )
     passing = [r for r in ranked if r.candidate.relevance >= threshold]
-    selection = select_injection(passing, found.parts, text, service.resources.keywords().tokens, l0_policy(settings))
+    tokens = service.resources.keywords().tokens
+    selection = select_injection(passing, found.parts, text, tokens, l0_policy(settings), limit=max_entries)
     offered = selection.chosen[:max_entries]
     lines = [memory_section.render_item(memory_item(r).abstract, r.provenance_date) for r in offered]
     fitted = memory_section.fit_section(lines, token_budget=budget, count_tokens=service.token_counter().count_tokens)

@@ -434,7 +434,8 @@ class EdgeVectorIndex:
         conditions = owner_conditions(owner, search_filter)
         if conditions.matches_nothing:
             return []
-        scope = SearchScope(opened.shard, collection, owner, conditions, self._fusion.candidates(limit))
+        points = self._power.owner_points(opened.shard, owner)
+        scope = SearchScope(opened.shard, collection, owner, conditions, self._fusion.candidates(limit), points)
         alive = functools.partial(self._is_open, collection, opened)
         keyword = (
             self._power.keyword(scope, sparse, with_dense=weights.dense > 0, alive=alive)

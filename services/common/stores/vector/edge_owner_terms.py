@@ -191,22 +191,22 @@ class OwnerTermIndex:
         owner_filter: qe.Filter,
         query: tuple[Sequence[int], Sequence[float]],
         *,
+        owner_points: int,
         vector_name: str,
         count: int,
         alive: Callable[[], bool],
     ) -> tuple[list[str], bool] | None:
         """`OwnerTerms.shortlist` for a loaded owner; None: let Edge search (a normal owner, or one
-        whose postings are still loading, which this call starts for an owner past `min_points`)."""
+        whose postings are still loading, which this call starts for an owner past `min_points`: their
+        `owner_points` in the shard)."""
         if self.min_points is None:
             return None
         terms = self._terms.get(key)
         if terms is not None and key not in self._loading:
             self._terms.move_to_end(key)
             return terms.shortlist(query[0], query[1], count)
-        if key not in self._loading:
-            points = shard.count(qe.CountRequest(exact=False, filter=owner_filter))
-            if points > self.min_points:
-                self._start_load(shard, key, owner_filter, vector_name, alive)
+        if key not in self._loading and owner_points > self.min_points:
+            self._start_load(shard, key, owner_filter, vector_name, alive)
         return None
 
     def put(self, key: tuple[str, Owner], points: Iterable[tuple[str, Sequence[int], Sequence[float]]]) -> None:

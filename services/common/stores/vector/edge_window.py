@@ -158,13 +158,14 @@ class RecentWindows:
         self._backfill_tasks: set[asyncio.Task[None]] = set()
 
     def conditions(
-        self, shard: qe.EdgeShard, collection: str, owner: Owner, owner_filter: qe.Filter
+        self, shard: qe.EdgeShard, collection: str, owner: Owner, owner_filter: qe.Filter, *, owner_points: int
     ) -> list[qe.FieldCondition]:
-        """The extra conditions for the owner's dense branch; empty: search all their points."""
+        """The extra conditions for the owner's dense branch (`owner_points`: their points in the shard,
+        Edge's estimate); empty: search all their points."""
         key = (collection, owner)
         if self.size is None:
             return []
-        points = shard.count(qe.CountRequest(exact=False, filter=owner_filter))
+        points = owner_points
         if points <= self.size:
             self.forget(collection, owner)
             return []
