@@ -639,6 +639,36 @@ async def test_a_pending_query_vector_gives_the_same_results_as_a_ready_one(inde
     assert [score for _, score in pending] == pytest.approx([score for _, score in ready], abs=1e-6)
 
 
+async def test_a_write_while_the_query_vector_is_pending_is_seen(index: VectorIndex, corpus: Corpus) -> None:
+    """L0's keyword branch may run while the query embeds (Edge): a point that a write moves out of the
+    search's filter meanwhile is not returned, and one rewritten comes back with its new payload."""
+    text = "Zorblax fintech"
+    slack = SearchFilter(channels=["slack"])
+    before = await corpus.query(index, ALICE, text, limit=5, search_filter=slack)
+    assert before and before[0][0] == "zorblax"
+    moved, rewritten = before[0][0], "database"
+    vector: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
+    search = asyncio.ensure_future(
+        index.hybrid_query(
+            EPISODES,
+            ALICE,
+            dense=vector,
+            sparse=corpus.encoder.encode_query(text),
+            weights=L0,
+            limit=5,
+            search_filter=slack,
+        )
+    )
+    for _ in range(5):
+        await asyncio.sleep(0)
+    await index.set_payload(EPISODES, ALICE, [point_id(ALICE, moved)], {"channel": "web"})
+    await index.set_payload(EPISODES, ALICE, [point_id(ALICE, rewritten)], {"priority": 7})
+    vector.set_result(corpus.query_vector(text))
+    after = {result.payload["key"]: result.payload for result in await search}
+    assert moved not in after
+    assert after[rewritten]["priority"] == 7
+
+
 async def test_a_query_vector_that_missed_its_deadline_answers_from_keywords(
     index: VectorIndex, corpus: Corpus
 ) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from services.common.domain.owner import Owner
-from services.common.stores.vector.fusion import FusionConfig, fuse
+from services.common.stores.vector.fusion import FusedHit, FusionConfig, fuse
 from services.common.stores.vector.port import HybridWeights, QueryVector, ScoredRecord, SearchFilter
 
 DENSE_VECTOR = "dense"
@@ -147,14 +147,63 @@ async def resolve_query_vector(dense: QueryVector) -> Sequence[float] | None:
 
 
 @dataclass(frozen=True, slots=True)
-class Hit:
-    """One candidate from a branch. `dense_vector` is the stored (engine-normalised) dense vector,
-    fetched for keyword hits so that keyword-only candidates still get their cosine."""
+class BranchHit:
+    """One candidate from a branch, without its payload. `dense_vector` is the stored
+    (engine-normalised) dense vector, fetched for keyword hits so that keyword-only candidates still
+    get their cosine."""
 
     id: str
     score: float
-    payload: dict[str, Any]
     dense_vector: Sequence[float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A `BranchHit` with its payload (an adapter that reads payloads with the branches)."""
+
+    branch: BranchHit
+    payload: dict[str, Any]
+
+
+def fuse_branches(
+    dense_hits: Sequence[BranchHit] | None,
+    keyword_hits: Sequence[BranchHit] | None,
+    query_vector: np.ndarray[Any, np.dtype[np.float32]],
+    weights: HybridWeights,
+    *,
+    corpus_size: int,
+    limit: int,
+    config: FusionConfig,
+) -> list[FusedHit]:
+    """Branch results → the best `limit` fused, best first (None = branch did not run)."""
+    dense_cosines: dict[str, float] | None = None
+    keyword_scores: dict[str, float] | None = None
+    if dense_hits is not None:
+        dense_cosines = {hit.id: hit.score for hit in dense_hits}
+    if keyword_hits is not None:
+        keyword_scores = {hit.id: hit.score for hit in keyword_hits}
+        missing = [hit for hit in keyword_hits if hit.dense_vector is not None and hit.id not in (dense_cosines or {})]
+        norm = float(np.linalg.norm(query_vector))
+        if missing and dense_cosines is not None and norm > 0:
+            stored = np.asarray([hit.dense_vector for hit in missing], dtype=np.float32)
+            for hit, cosine in zip(missing, (stored @ (query_vector / norm)).tolist(), strict=True):
+                dense_cosines[hit.id] = cosine
+    return fuse(dense_cosines, keyword_scores, weights, corpus_size=corpus_size, limit=limit, config=config)
+
+
+def scored_records(fused: Sequence[FusedHit], payloads: Mapping[str, dict[str, Any]]) -> list[ScoredRecord]:
+    """The fused hits as records, in order; a hit without a payload (gone meanwhile) is left out."""
+    return [
+        ScoredRecord(
+            id=hit.id,
+            payload=payloads[hit.id],
+            score=hit.score,
+            dense_score=hit.dense_score,
+            keyword_score=hit.keyword_score,
+        )
+        for hit in fused
+        if hit.id in payloads
+    ]
 
 
 def fuse_hits(
@@ -167,37 +216,15 @@ def fuse_hits(
     limit: int,
     config: FusionConfig,
 ) -> list[ScoredRecord]:
-    """Branch results → fused, sorted `ScoredRecord`s (None = branch did not run)."""
-    payloads: dict[str, dict[str, Any]] = {}
-    dense_cosines: dict[str, float] | None = None
-    keyword_scores: dict[str, float] | None = None
-    if dense_hits is not None:
-        dense_cosines = {}
-        for hit in dense_hits:
-            dense_cosines[hit.id] = hit.score
-            payloads[hit.id] = hit.payload
-    if keyword_hits is not None:
-        keyword_scores = {}
-        missing: list[Hit] = []
-        for hit in keyword_hits:
-            keyword_scores[hit.id] = hit.score
-            if hit.id not in payloads:
-                payloads[hit.id] = hit.payload
-                if hit.dense_vector is not None:
-                    missing.append(hit)
-        norm = float(np.linalg.norm(query_vector))
-        if missing and dense_cosines is not None and norm > 0:
-            stored = np.asarray([hit.dense_vector for hit in missing], dtype=np.float32)
-            for hit, cosine in zip(missing, (stored @ (query_vector / norm)).tolist(), strict=True):
-                dense_cosines[hit.id] = cosine
-    fused = fuse(dense_cosines, keyword_scores, weights, corpus_size=corpus_size, limit=limit, config=config)
-    return [
-        ScoredRecord(
-            id=hit.id,
-            payload=payloads[hit.id],
-            score=hit.score,
-            dense_score=hit.dense_score,
-            keyword_score=hit.keyword_score,
-        )
-        for hit in fused
-    ]
+    """`fuse_branches` for hits read with their payloads → fused, sorted `ScoredRecord`s."""
+    payloads = {hit.branch.id: hit.payload for hit in [*(keyword_hits or ()), *(dense_hits or ())]}
+    fused = fuse_branches(
+        None if dense_hits is None else [hit.branch for hit in dense_hits],
+        None if keyword_hits is None else [hit.branch for hit in keyword_hits],
+        query_vector,
+        weights,
+        corpus_size=corpus_size,
+        limit=limit,
+        config=config,
+    )
+    return scored_records(fused, payloads)

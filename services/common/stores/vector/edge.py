@@ -59,7 +59,7 @@ from services.common.stores.vector.adapter_support import (
     TENANT_FIELD,
     USER_FIELD,
     check_collection_name,
-    fuse_hits,
+    fuse_branches,
     owned_payload,
     owner_conditions,
     payload_update,
@@ -67,8 +67,9 @@ from services.common.stores.vector.adapter_support import (
     point_ids,
     query_vector_ready,
     resolve_query_vector,
+    scored_records,
 )
-from services.common.stores.vector.edge_filters import edge_filter, scored_hit
+from services.common.stores.vector.edge_filters import branch_hit, edge_filter, read_payloads
 from services.common.stores.vector.edge_owner_terms import OwnerTermIndex
 from services.common.stores.vector.edge_power import BranchRequest, PowerUserSearch, SearchScope
 from services.common.stores.vector.edge_window import DEFAULT_WINDOW_POINTS, RecentWindows
@@ -468,11 +469,11 @@ class EdgeVectorIndex:
         results = iter(
             [branch.points(opened.shard, found) for branch, found in zip(branches, found_points, strict=True)]
         )
-        dense_hits = [scored_hit(point) for point in next(results)] if run_dense else None
+        dense_hits = [branch_hit(point) for point in next(results)] if run_dense else None
         if keyword is not None and keyword_points is None:
             keyword_points = next(results)
-        keyword_hits = None if weights.keyword <= 0 else [scored_hit(point) for point in keyword_points or []]
-        return fuse_hits(
+        keyword_hits = None if weights.keyword <= 0 else [branch_hit(point) for point in keyword_points or []]
+        fused = fuse_branches(
             dense_hits,
             keyword_hits,
             query_vector,
@@ -481,6 +482,10 @@ class EdgeVectorIndex:
             limit=limit,
             config=self._fusion,
         )
+        # The fused best's payloads, read once (the branches read none: ~3x cheaper each, measured), with
+        # the search's conditions checked again: a keyword branch that ran while the query embedded may
+        # have seen a point that a write changed meanwhile.
+        return scored_records(fused, read_payloads(opened.shard, conditions, [hit.id for hit in fused]))
 
     def _is_open(self, collection: str, opened: _Collection) -> bool:
         """Whether `opened` is still the collection's (not closed, nor reopened meanwhile)."""
@@ -499,14 +504,8 @@ class EdgeVectorIndex:
         conditions.ids = point_ids(ids)
         if conditions.matches_nothing:
             return []
-        records, _ = opened.shard.scroll(
-            qe.ScrollRequest(limit=len(conditions.ids), filter=edge_filter(conditions), with_payload=True)
-        )
-        found = {
-            str(record.id): port.StoredRecord(str(record.id), edge_window.without_window_key(record.payload))
-            for record in records
-        }
-        return [found[wanted] for wanted in conditions.ids if wanted in found]
+        found = read_payloads(opened.shard, conditions, conditions.ids)
+        return [port.StoredRecord(wanted, found[wanted]) for wanted in conditions.ids if wanted in found]
 
     async def scroll(
         self,

@@ -1,26 +1,27 @@
 """Edge filters and hits from the adapter's types (edge.py): the owner's conditions as a `qe.Filter`,
-and a scored point as the `Hit` the fusion takes."""
+and a scored point as the `BranchHit` the fusion takes."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import dataclasses
+from collections.abc import Collection, Sequence
 from typing import Any, cast
 
 import numpy as np
 import qdrant_edge as qe
 
 from services.common.stores.vector import edge_window
-from services.common.stores.vector.adapter_support import DENSE_VECTOR, Conditions, Hit
+from services.common.stores.vector.adapter_support import DENSE_VECTOR, BranchHit, Conditions
 
 
-def scored_hit(point: qe.ScoredPoint) -> Hit:
-    """A search hit as the fusion takes it: the engine's window key stripped from the payload."""
+def branch_hit(point: qe.ScoredPoint) -> BranchHit:
+    """A branch's hit as the fusion takes it (read without its payload: edge.py reads the payloads of
+    the fused best only)."""
     vectors = point.vector
     dense = vectors.get(DENSE_VECTOR) if isinstance(vectors, dict) else None
-    return Hit(
+    return BranchHit(
         id=str(point.id),
         score=point.score,
-        payload=edge_window.without_window_key(point.payload),
         dense_vector=cast("list[float]", dense) if isinstance(dense, list) else None,
     )
 
@@ -44,3 +45,12 @@ def edge_filter(conditions: Conditions, *extra: qe.FieldCondition, shortlist: Co
         must.append(qe.HasIdCondition(set(conditions.ids)))
     first: list[Any] = [qe.HasIdCondition(set(shortlist))] if shortlist else []
     return qe.Filter(must=[*first, *must, *extra])
+
+
+def read_payloads(shard: qe.EdgeShard, conditions: Conditions, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Point id → payload (the engine's window key stripped) of those of `ids` that match `conditions`."""
+    if not ids:
+        return {}
+    only = dataclasses.replace(conditions, ids=list(ids))
+    records, _ = shard.scroll(qe.ScrollRequest(limit=len(ids), filter=edge_filter(only), with_payload=True))
+    return {str(record.id): edge_window.without_window_key(record.payload) for record in records}

@@ -3,7 +3,9 @@ more points than the window in a collection): the dense branch over their recent
 (edge_window.py), shortlisted from the window's vectors in memory (edge_window_vectors.py); the keyword
 branch shortlisted from their postings in memory (edge_owner_terms.py). Each shortlisted request comes
 with the request to run instead when the shortlist may have fallen short. Normal owners get the plain
-requests: for them Edge's planner already scores just the owner's few points."""
+requests: for them Edge's planner already scores just the owner's few points. Every branch request
+reads ids, scores (and a keyword hit's dense vector) only: edge.py reads the payloads of the fused
+best once."""
 
 from __future__ import annotations
 
@@ -88,7 +90,7 @@ class PowerUserSearch:
                 limit=scope.candidates,
                 query=qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE_VECTOR),
                 filter=search_filter,
-                with_payload=True,
+                with_payload=False,
                 # Stored dense vectors (normalised by the engine) give keyword-only hits their cosine.
                 with_vector=[DENSE_VECTOR] if with_dense else False,
             )
@@ -125,7 +127,7 @@ class PowerUserSearch:
             self.windows.start_backfill(scope.shard, scope.collection, scope.owner, owner_filter, writes())
         nearest = qe.Query.Nearest(query_vector.tolist(), using=DENSE_VECTOR)
         search = qe.QueryRequest(
-            limit=scope.candidates, query=nearest, filter=edge_filter(scope.conditions, *window), with_payload=True
+            limit=scope.candidates, query=nearest, filter=edge_filter(scope.conditions, *window), with_payload=False
         )
         shortlist = self.windows.shortlist(
             scope.shard,
@@ -141,7 +143,7 @@ class PowerUserSearch:
             return BranchRequest(search)
         narrowed = edge_filter(scope.conditions, *window, shortlist=shortlist)
         return BranchRequest(
-            qe.QueryRequest(limit=scope.candidates, query=nearest, filter=narrowed, with_payload=True),
+            qe.QueryRequest(limit=scope.candidates, query=nearest, filter=narrowed, with_payload=False),
             search,
             scope.candidates,
         )

@@ -27,6 +27,7 @@ from services.common.stores.vector.adapter_support import (
     SPARSE_VECTOR,
     TENANT_FIELD,
     USER_FIELD,
+    BranchHit,
     Conditions,
     Hit,
     check_collection_name,
@@ -307,10 +308,12 @@ def _hit(point: models.ScoredPoint) -> Hit:
     vectors = point.vector
     dense = vectors.get(DENSE_VECTOR) if isinstance(vectors, dict) else None
     return Hit(
-        id=str(point.id),
-        score=point.score,
+        BranchHit(
+            id=str(point.id),
+            score=point.score,
+            dense_vector=cast("list[float]", dense) if isinstance(dense, list) else None,
+        ),
         payload=point.payload or {},
-        dense_vector=cast("list[float]", dense) if isinstance(dense, list) else None,
     )
 
 
