@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
 
-import numpy  # noqa: F401  (loaded, so that threadpoolctl sees its BLAS)
 import pytest
-import threadpoolctl
 
 from services.common.gateways.embedder import Embedder
 from services.common.gateways.embedding import (
@@ -175,18 +177,33 @@ async def test_local_e5_ranks_related_text_higher(
     assert cosine(q, related_vec) > cosine(q, unrelated_vec) + 0.01
 
 
-def _blas_threads() -> list[int]:
-    return [int(pool["num_threads"]) for pool in threadpoolctl.threadpool_info() if pool["user_api"] == "blas"]
+_BLAS_THREADS_AROUND_A_LOAD = """
+import json, numpy, threadpoolctl
+from services.common.gateways.embedding import LocalE5Embedder
+def blas():
+    return [int(p["num_threads"]) for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+before = blas()
+assert LocalE5Embedder(batch_size=1).dim == 384  # loads the model
+print(json.dumps({"before": before, "after": blas()}))
+"""
 
 
 def test_loading_the_local_model_leaves_numpy_one_blas_thread() -> None:
     """OpenBLAS's idle threads spin and would take a core from the query embedding (embedding.py
-    `_one_blas_thread`): once the local model loads, numpy's products run on the calling thread."""
-    threadpoolctl.threadpool_limits(limits=2, user_api="blas")
-    if not _blas_threads() or max(_blas_threads()) < 2:
-        pytest.skip("numpy's BLAS here cannot run more than one thread")
-    assert LocalE5Embedder(batch_size=1).dim == 384  # loads the model
-    assert _blas_threads() and max(_blas_threads()) == 1
+    `_one_blas_thread`): once the local model loads, numpy's products run on the calling thread. In a
+    fresh interpreter: the suite's earlier tests leave the process's BLAS in whatever state."""
+    run = subprocess.run(
+        [sys.executable, "-c", _BLAS_THREADS_AROUND_A_LOAD],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "OPENBLAS_NUM_THREADS": "2"},
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    threads = json.loads(run.stdout.strip().splitlines()[-1])
+    assert threads["before"] and max(threads["before"]) == 2, threads  # numpy's BLAS, loaded with 2 threads
+    assert max(threads["after"]) == 1, threads
 
 
 async def test_a_query_does_not_wait_behind_a_long_list_of_passages() -> None:
