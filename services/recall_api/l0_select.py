@@ -6,10 +6,10 @@ memory browser's L0 explanation decide it."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
+from services.common.gateways.keywords import surface_terms
 from services.recall_api.candidates import ScoreParts
 from services.recall_api.l0_detail import DetailCheck, detail_check, misses_the_detail
 from services.recall_api.l0_gate import GateItem, L0GatePolicy, gate
@@ -90,8 +90,9 @@ def select_injection(
 ) -> Selection:
     """The items of `ranked` (best first, past the minimum score) to inject, in order: at most `limit`
     (None: every item that passes). The checks after the gate run best first and stop at `limit`:
-    each tokenises the item's text (Kiwi, ~0.25 ms per Korean text), and a turn injects only the first
-    few, so items past them are never checked (the memory browser says they ranked below the cut)."""
+    the subject and detail checks tokenise the item's text (Kiwi, ~0.25 ms per Korean text) when the
+    query names someone or asks for a detail, and a turn injects only the first few, so items past them
+    are never checked (the memory browser says they ranked below the cut)."""
     kept = [ranked[i] for i in gate([_gate_item(r, parts) for r in ranked], policy.gate)]
     kept_ids = {r.candidate.id for r in kept}
     gated = "gated (far from the top, no agreement, or its session already injected)"
@@ -99,28 +100,30 @@ def select_injection(
     if not kept:
         return Selection(kept, dropped)
     speakers = known_speakers(evidence_text(r.candidate) for r in ranked)
+    detail = None
+    if policy.detail_max_dense is not None:
+        entities = speakers | {name for r in ranked if r.candidate.episode for name in r.candidate.episode.entity_names}
+        detail = detail_check(query, entities, tokenise)
     checks = _Checks(
         subject=subject_check(query, speakers, tokenise) if policy.subject_attribution else None,
-        detail=None,
+        detail=detail,
         tokenise=tokenise,
         policy=policy,
     )
-    if policy.detail_max_dense is not None:
-        entities = speakers | {name for r in ranked if r.candidate.episode for name in r.candidate.episode.entity_names}
-        checks = dataclasses.replace(checks, detail=detail_check(query, entities, tokenise))
-    chosen: list[tuple[Ranked, set[str]]] = []
+    chosen: list[tuple[Ranked, frozenset[str]]] = []
     for item in kept:
         if limit is not None and len(chosen) >= limit:
             break
-        reason = checks.left_out_because(item, parts) or checks.repeats(item, chosen)
-        if isinstance(reason, str):
+        terms = surface_terms(evidence_text(item.candidate))
+        reason = checks.left_out_because(item, parts) or checks.repeats(terms, chosen)
+        if reason is not None:
             dropped[item.candidate.id] = reason
         else:
-            chosen.append((item, reason))
+            chosen.append((item, terms))
     return Selection([item for item, _ in chosen], dropped)
 
 
-def term_overlap(first: set[str], second: set[str]) -> float:
+def term_overlap(first: Set[str], second: Set[str]) -> float:
     """The share of the smaller term set that the other one holds too (1.0: one says nothing new)."""
     if not first or not second:
         return 0.0
@@ -154,13 +157,15 @@ class _Checks:
             return "knows the topic, not the detail asked ({})".format(", ".join(sorted(self.detail.details)))
         return None
 
-    def repeats(self, item: Ranked, chosen: Sequence[tuple[Ranked, set[str]]]) -> str | set[str]:
-        """Why: a user who says the same thing in many sessions (a weekly stand-up, a repeated
-        preference) has many memories that each pass the gate; one per session would inject all of
-        them, so the tokens per turn would grow with the memory's size while the answer gets nothing
-        new. The better-ranked one is kept. Returns the reason `item` is left out, else its terms."""
+    def repeats(self, terms: frozenset[str], chosen: Sequence[tuple[Ranked, frozenset[str]]]) -> str | None:
+        """Why an item with these `terms` (`surface_terms` of its text) is left out as repeating one
+        already chosen (None: it says something new). Why: a user who says the same thing in many
+        sessions (a weekly stand-up, a repeated preference) has many memories that each pass the gate;
+        one per session would inject all of them, so the tokens per turn would grow with the memory's
+        size while the answer gets nothing new. The better-ranked one is kept. Wording, not meaning, is
+        compared, so no morphological analysis: the checks above it analyse an item only when the
+        query names someone or asks for a detail."""
         if self.policy.max_overlap is None:
-            return set()
-        terms = {t for t in self.tokenise(evidence_text(item.candidate)) if not t.startswith("#")}
+            return None
         repeated = next((c for c, other in chosen if term_overlap(terms, other) >= self.policy.max_overlap), None)
-        return f"repeats {repeated.candidate.id}" if repeated is not None else terms
+        return f"repeats {repeated.candidate.id}" if repeated is not None else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from services.common.domain.facts import Fact, FactProvenance, make_fact_id
-from services.common.gateways.keywords import KeywordEncoder
+from services.common.gateways.keywords import KeywordEncoder, surface_terms
 from services.common.stores.episodes import Episode, EpisodeHit, Passage, PassageHit
 from services.common.stores.facts import FactHit, StoredFact
 from services.recall_api.candidates import ScoreParts, best_hit_parts
@@ -286,12 +286,12 @@ def test_a_memory_repeating_a_chosen_one_is_left_out() -> None:
 
 
 def test_the_checks_stop_at_the_limit_and_keep_the_same_first_items() -> None:
-    """Each check tokenises the item's text (Kiwi for Korean): items past the ones a turn injects are
-    never tokenised, and a limit changes nothing about the items before it."""
-    standup = episode("s1", "Weekly standup with the design team: the launch slips to Friday.")
-    again = episode("s2", "Weekly standup with the design team: the launch slips to Friday (again).")
+    """The subject check tokenises the item's text (Kiwi for Korean): items past the ones a turn
+    injects are never tokenised, and a limit changes nothing about the items before it."""
+    standup = episode("s1", "Caroline: weekly standup with the design team, the launch slips to Friday.")
+    again = episode("s2", "Caroline: weekly standup with the design team, the launch slips to Friday (again).")
     other = episode("s3", "Caroline: I signed up for the pottery class on Friday.")
-    last = episode("s4", "Melanie: the kiln firing moved to Friday evening.")
+    last = episode("s4", "Caroline: the kiln firing moved to Friday evening.")
     items = ranked([(standup, 0.6), (again, 0.59), (other, 0.58), (last, 0.57)])
     policy = L0Policy(gate=L0GatePolicy(relative_margin=0.05))
     tokenised: list[str] = []
@@ -300,14 +300,38 @@ def test_the_checks_stop_at_the_limit_and_keep_the_same_first_items() -> None:
         tokenised.append(text)
         return ENCODER.tokens(text)
 
-    everything = select_injection(items, {}, "what happens on Friday?", tokens, policy)
+    question = "How is Caroline doing with Friday?"
+    everything = select_injection(items, {}, question, tokens, policy)
     assert len(everything.chosen) == 3
     tokenised.clear()
-    first_two = select_injection(items, {}, "what happens on Friday?", tokens, policy, limit=2)
+    first_two = select_injection(items, {}, question, tokens, policy, limit=2)
     assert first_two.chosen == everything.chosen[:2]
     assert first_two.dropped[again.episode_id] == f"repeats {standup.episode_id}"
     assert last.episode_id not in first_two.dropped
-    assert last.summary not in tokenised and other.summary in tokenised
+    # The subject check reads each speaker's line of the item.
+    assert any("pottery" in text for text in tokenised) and not any("kiln" in text for text in tokenised)
+
+
+def test_surface_terms_compare_wording_without_analysis() -> None:
+    """The redundancy check's terms: words as the keyword encoder has them, Hangul as two-syllable
+    windows, so a Korean statement said again with other particles still repeats the first."""
+    assert surface_terms("The launches slipped to Friday") == {"launche", "slipped", "friday"}
+    first = surface_terms("매주 월요일 디자인팀 스탠드업에서 출시가 금요일로 밀렸다")
+    again = surface_terms("매주 월요일 디자인팀 스탠드업: 출시는 금요일로 또 밀렸다")
+    other = surface_terms("디자인팀 회식은 금요일 저녁 을지로에서 한다")
+    assert term_overlap(first, again) >= 0.8 > term_overlap(first, other)
+    assert surface_terms("밥") == {"#밥"}
+
+
+def test_a_korean_memory_repeating_a_chosen_one_is_left_out() -> None:
+    standup = episode("s1", "매주 월요일 디자인팀 스탠드업에서 출시가 금요일로 밀렸다.")
+    again = episode("s2", "매주 월요일 디자인팀 스탠드업: 출시는 금요일로 또 밀렸다.")
+    dinner = episode("s3", "디자인팀 회식은 금요일 저녁 을지로에서 한다.")
+    items = ranked([(standup, 0.6), (again, 0.59), (dinner, 0.58)])
+    policy = L0Policy(gate=L0GatePolicy(relative_margin=0.05))
+    selection = select_injection(items, {}, "금요일에 뭐 있었지?", ENCODER.tokens, policy)
+    assert [r.candidate.id for r in selection.chosen] == [standup.episode_id, dinner.episode_id]
+    assert selection.dropped[again.episode_id] == f"repeats {standup.episode_id}"
 
 
 def test_a_tentative_fact_needs_its_sessions_episode() -> None:

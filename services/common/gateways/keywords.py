@@ -158,6 +158,21 @@ def _cached_terms(text: str) -> tuple[str, ...]:
     return tuple(_terms(text))
 
 
+def surface_terms(text: str) -> frozenset[str]:
+    """The distinct terms of `text` without morphological analysis: its non-Hangul words as `tokens`
+    has them, and every two-syllable window of each Hangul run (marked like the bigram terms; a
+    one-syllable run as itself). Microseconds where `tokens` costs Kiwi ~0.25 ms per Korean text: for
+    comparing two texts' wording (l0_select's redundancy check), where particles cost a bigram or
+    two and a stem nothing."""
+    normalized = unicodedata.normalize("NFKC", text).casefold()
+    terms = {_s_stem(word) for word in _OTHER_WORD.findall(normalized) if _keep_word(word)}
+    for run in _HANGUL_RUN.findall(normalized):
+        if len(run) == 1:
+            terms.add(BIGRAM_MARK + run)
+        terms.update(BIGRAM_MARK + run[i : i + 2] for i in range(len(run) - 1))
+    return frozenset(terms)
+
+
 def _keep_word(word: str) -> bool:
     if word in _ENGLISH_STOPWORDS:
         return False

