@@ -13,7 +13,7 @@ from services.common.domain.fact_attributes import is_procedure_attribute
 from services.common.domain.owner import Owner
 from services.common.domain.text import TokenCounter
 from services.common.stores.vector.port import HybridWeights
-from services.recall_api import l0_deadline, l0_query, l0_select, memory_section, ranking
+from services.recall_api import l0_deadline, l0_detail, l0_query, l0_select, memory_section, ranking
 from services.recall_api.candidates import CandidateRetriever, CandidateSearch, note_recalled
 from services.recall_api.l0_gate import L0GatePolicy
 from services.recall_api.memory_records import memory_item
@@ -79,6 +79,7 @@ class AutoRecall:
         deadline = started + self.settings.l0_embedding_deadline_ms / 1000
         # The keyword searches run while the query embeds; the vector arrives by the deadline or not at all.
         pending = await l0_deadline.start_query(self.retriever.resources, text, deadline=deadline)
+        l0_detail.prepare_query(text)  # while the query embeds
         search = CandidateSearch(
             weights=HybridWeights(keyword=self.settings.l0_keyword_weight, dense=self.settings.l0_dense_weight),
             fetch=max_entries * self.settings.fetch_factor,

@@ -71,6 +71,14 @@ def _query_morphemes(query: str) -> tuple[Token, ...]:
     return tuple(kiwi.tokenize(query))
 
 
+def prepare_query(query: str) -> None:
+    """Analyse a Korean query's morphemes now, for the detail check after the search: L0 calls this
+    while the query embeds, when the cores have room (the embedding's threads wait passively between
+    its steps, so work on the event loop meanwhile costs the embedding nothing, measured)."""
+    if _HANGUL.search(query):
+        _query_morphemes(query)
+
+
 def _korean_nouns(query: str) -> set[str]:
     return {token.form.casefold() for token in _query_morphemes(query) if token.tag.startswith(_NOUN_TAGS)}
 

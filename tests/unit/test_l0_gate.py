@@ -4,6 +4,9 @@ check for abstention: pure functions, each rule shown to drop what it should and
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
+
+import pytest
 
 from services.common.domain.facts import Fact, FactProvenance, make_fact_id
 from services.common.gateways.keywords import KeywordEncoder, surface_terms
@@ -354,3 +357,29 @@ def test_addressing_someone_is_not_talking_about_them() -> None:
     assert about_someone_else(check, thanks, ENCODER.tokens)
     about_her = "Caroline: Melanie's grandma gave her a necklace as a gift."
     assert not about_someone_else(check, about_her, ENCODER.tokens)
+
+
+def test_a_korean_query_is_analysed_once_per_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """L0 analyses the query while it embeds (`prepare_query`); the detail check then reads the same
+    morphemes twice (its interrogative, its nouns) without analysing the query again."""
+    from services.common.gateways import kiwi
+    from services.recall_api import l0_detail
+
+    analysed: list[str] = []
+    tokenize = kiwi.tokenize
+
+    def counting(text: str) -> list[Any]:
+        analysed.append(text)
+        return tokenize(text)
+
+    monkeypatch.setattr(kiwi, "tokenize", counting)
+    query = "수요일 민지 생일 파티는 몇 시였지? (analysed once)"
+    ENCODER.encode_query(query)  # the keyword form, which L0 encodes first (its terms are kept)
+    l0_detail.prepare_query(query)
+    assert analysed == [query, query]
+    assert asks_for_value(query)
+    assert detail_check(query, {"민지"}, ENCODER.tokens) is not None
+    assert analysed.count(query) == 2  # its words (ENCODER) and its morphemes, each once
+    analysed.clear()
+    l0_detail.prepare_query("What time was Minji's party? (analysed once)")
+    assert analysed == []
