@@ -273,19 +273,38 @@ def test_only_a_question_asking_for_a_value_gets_the_detail_check() -> None:
     assert detail_check("How did Caroline feel after the race?", {"caroline"}, ENCODER.tokens) is None
 
 
-def test_a_memory_repeating_a_chosen_one_is_left_out() -> None:
+@pytest.mark.parametrize(
+    ("texts", "question"),
+    [
+        (
+            (
+                "Weekly standup with the design team: the launch slips to Friday.",
+                "Weekly standup with the design team: the launch slips to Friday (again).",
+                "Caroline: I signed up for the pottery class on Friday.",
+            ),
+            "what happens on Friday?",
+        ),
+        (  # said again with other particles: still a repeat
+            (
+                "매주 월요일 디자인팀 스탠드업에서 출시가 금요일로 밀렸다.",
+                "매주 월요일 디자인팀 스탠드업: 출시는 금요일로 또 밀렸다.",
+                "디자인팀 회식은 금요일 저녁 을지로에서 한다.",
+            ),
+            "금요일에 뭐 있었지?",
+        ),
+    ],
+)
+def test_a_memory_repeating_a_chosen_one_is_left_out(texts: tuple[str, str, str], question: str) -> None:
     assert term_overlap({"a", "b", "c"}, {"a", "b", "c", "d"}) == 1.0
     assert term_overlap(set(), {"a"}) == 0.0
-    standup = episode("s1", "Weekly standup with the design team: the launch slips to Friday.")
-    again = episode("s2", "Weekly standup with the design team: the launch slips to Friday (again).")
-    other = episode("s3", "Caroline: I signed up for the pottery class on Friday.")
+    standup, again, other = (episode(f"s{number}", text) for number, text in enumerate(texts, 1))
     items = ranked([(standup, 0.6), (again, 0.59), (other, 0.58)])
     policy = L0Policy(gate=L0GatePolicy(relative_margin=0.05))
-    selection = select_injection(items, {}, "what happens on Friday?", ENCODER.tokens, policy)
+    selection = select_injection(items, {}, question, ENCODER.tokens, policy)
     assert [r.candidate.id for r in selection.chosen] == [standup.episode_id, other.episode_id]
     assert selection.dropped[again.episode_id] == f"repeats {standup.episode_id}"
     no_check = L0Policy(gate=policy.gate, max_overlap=None)
-    assert len(select_injection(items, {}, "what happens on Friday?", ENCODER.tokens, no_check).chosen) == 3
+    assert len(select_injection(items, {}, question, ENCODER.tokens, no_check).chosen) == 3
 
 
 def test_the_checks_stop_at_the_limit_and_keep_the_same_first_items() -> None:
@@ -324,17 +343,6 @@ def test_surface_terms_compare_wording_without_analysis() -> None:
     other = surface_terms("디자인팀 회식은 금요일 저녁 을지로에서 한다")
     assert term_overlap(first, again) >= 0.8 > term_overlap(first, other)
     assert surface_terms("밥") == {"#밥"}
-
-
-def test_a_korean_memory_repeating_a_chosen_one_is_left_out() -> None:
-    standup = episode("s1", "매주 월요일 디자인팀 스탠드업에서 출시가 금요일로 밀렸다.")
-    again = episode("s2", "매주 월요일 디자인팀 스탠드업: 출시는 금요일로 또 밀렸다.")
-    dinner = episode("s3", "디자인팀 회식은 금요일 저녁 을지로에서 한다.")
-    items = ranked([(standup, 0.6), (again, 0.59), (dinner, 0.58)])
-    policy = L0Policy(gate=L0GatePolicy(relative_margin=0.05))
-    selection = select_injection(items, {}, "금요일에 뭐 있었지?", ENCODER.tokens, policy)
-    assert [r.candidate.id for r in selection.chosen] == [standup.episode_id, dinner.episode_id]
-    assert selection.dropped[again.episode_id] == f"repeats {standup.episode_id}"
 
 
 def test_a_tentative_fact_needs_its_sessions_episode() -> None:
