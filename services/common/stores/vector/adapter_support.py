@@ -157,14 +157,6 @@ class BranchHit:
     dense_vector: Sequence[float] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """A `BranchHit` with its payload (an adapter that reads payloads with the branches)."""
-
-    branch: BranchHit
-    payload: dict[str, Any]
-
-
 def fuse_branches(
     dense_hits: Sequence[BranchHit] | None,
     keyword_hits: Sequence[BranchHit] | None,
@@ -204,27 +196,3 @@ def scored_records(fused: Sequence[FusedHit], payloads: Mapping[str, dict[str, A
         for hit in fused
         if hit.id in payloads
     ]
-
-
-def fuse_hits(
-    dense_hits: Sequence[Hit] | None,
-    keyword_hits: Sequence[Hit] | None,
-    query_vector: np.ndarray[Any, np.dtype[np.float32]],
-    weights: HybridWeights,
-    *,
-    corpus_size: int,
-    limit: int,
-    config: FusionConfig,
-) -> list[ScoredRecord]:
-    """`fuse_branches` for hits read with their payloads → fused, sorted `ScoredRecord`s."""
-    payloads = {hit.branch.id: hit.payload for hit in [*(keyword_hits or ()), *(dense_hits or ())]}
-    fused = fuse_branches(
-        None if dense_hits is None else [hit.branch for hit in dense_hits],
-        None if keyword_hits is None else [hit.branch for hit in keyword_hits],
-        query_vector,
-        weights,
-        corpus_size=corpus_size,
-        limit=limit,
-        config=config,
-    )
-    return scored_records(fused, payloads)

@@ -29,15 +29,15 @@ from services.common.stores.vector.adapter_support import (
     USER_FIELD,
     BranchHit,
     Conditions,
-    Hit,
     check_collection_name,
-    fuse_hits,
+    fuse_branches,
     owned_payload,
     owner_conditions,
     payload_update,
     point_id,
     point_ids,
     resolve_query_vector,
+    scored_records,
 )
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
 
@@ -232,20 +232,21 @@ class QdrantServerVectorIndex:
                 )
             )
         responses = iter(await self._client.query_batch_points(collection, requests=requests) if requests else [])
-        dense_hits = [_hit(point) for point in next(responses).points] if run_dense else None
-        keyword_hits = (
-            ([_hit(point) for point in next(responses).points] if sparse.indices else []) if run_keyword else None
-        )
-        corpus_size = await self._corpus_size(collection) if keyword_hits else 1
-        return fuse_hits(
-            dense_hits,
-            keyword_hits,
+        dense_points = next(responses).points if run_dense else None
+        keyword_points = (next(responses).points if sparse.indices else []) if run_keyword else None
+        # The server reads payloads with the branches (one round trip); the fusion takes ids and scores.
+        payloads = {str(point.id): point.payload or {} for point in [*(keyword_points or ()), *(dense_points or ())]}
+        corpus_size = await self._corpus_size(collection) if keyword_points else 1
+        fused = fuse_branches(
+            None if dense_points is None else [_branch_hit(point) for point in dense_points],
+            None if keyword_points is None else [_branch_hit(point) for point in keyword_points],
             query_vector,
             weights,
             corpus_size=corpus_size,
             limit=limit,
             config=self._fusion,
         )
+        return scored_records(fused, payloads)
 
     async def get(self, collection: str, owner: Owner, ids: Sequence[str]) -> list[port.StoredRecord]:
         conditions = owner_conditions(owner)
@@ -304,16 +305,13 @@ class QdrantServerVectorIndex:
         return sorted(owners, key=lambda owner: (owner.tenant_id, owner.user_id))
 
 
-def _hit(point: models.ScoredPoint) -> Hit:
+def _branch_hit(point: models.ScoredPoint) -> BranchHit:
     vectors = point.vector
     dense = vectors.get(DENSE_VECTOR) if isinstance(vectors, dict) else None
-    return Hit(
-        BranchHit(
-            id=str(point.id),
-            score=point.score,
-            dense_vector=cast("list[float]", dense) if isinstance(dense, list) else None,
-        ),
-        payload=point.payload or {},
+    return BranchHit(
+        id=str(point.id),
+        score=point.score,
+        dense_vector=cast("list[float]", dense) if isinstance(dense, list) else None,
     )
 
 
