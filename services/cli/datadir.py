@@ -4,68 +4,31 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import signal
 import time
 from pathlib import Path
-from types import TracebackType
+
+from services.common.stores.dir_lock import PRIVATE_FILE_MODE, DirLock
 
 log = logging.getLogger(__name__)
 
 LOCK_FILE = "tiermem.lock"
 PRIVATE_DIR_MODE = 0o700
-PRIVATE_FILE_MODE = 0o600
 
 # The config files the embedded servers are started with: a process whose command line names one of
 # them (inside this data dir) is one of our servers.
 SERVER_CONFIGS = (Path("nats") / "nats-server.conf", Path("falkordb") / "falkordb.conf")
 
 
-class DataDirInUse(RuntimeError):
-    """Another live `tiermem up` holds the data dir."""
-
-
-class DataDirLock:
-    """An exclusive `flock` on `<data_dir>/tiermem.lock`, held while the stack runs. The kernel
-    releases it when the holder dies, however it dies, so a crashed run never blocks the next one.
-    The file records the holder's pid, for the error message only."""
+class DataDirLock(DirLock):
+    """The lock of `tiermem up`'s data dir (`tiermem.lock`), held while the stack runs (dir_lock.py)."""
 
     def __init__(self, data_dir: Path) -> None:
-        self.path = data_dir / LOCK_FILE
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            os.close(fd)
-            raise DataDirInUse(
-                f"{self.path.parent} is in use by another `tiermem up` (pid {holder}); stop it first, "
-                "or use another --data-dir"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-        self._fd = fd
-
-    def release(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
-
-    def __enter__(self) -> DataDirLock:
-        self.acquire()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.release()
+        super().__init__(
+            data_dir, LOCK_FILE, holder="another `tiermem up`", hint="stop it first, or use another --data-dir"
+        )
 
 
 def leftover_servers(data_dir: Path) -> list[int]:

@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from services.cli.datadir import DataDirInUse, DataDirLock
+from services.cli.datadir import DataDirLock
 from services.cli.servers.falkordb_server import FalkorDBServer
 from services.cli.servers.net import free_port
 from services.common.domain.owner import Owner
@@ -33,6 +33,7 @@ from services.common.runtime.settings import (
     load_settings,
     read_stack_file,
 )
+from services.common.stores.dir_lock import DirInUse
 from services.common.stores.snapshot import snapshot, to_json
 
 err_console = Console(stderr=True, soft_wrap=True)
@@ -77,7 +78,7 @@ def _lock_free(data_dir: Path) -> bool:
     try:
         with DataDirLock(data_dir):
             return True
-    except DataDirInUse:
+    except DirInUse:
         return False
 
 
@@ -109,7 +110,7 @@ def dump_command(
             dumped = dump_data_dir(resolved, only)
         else:
             dumped = asyncio.run(dump_stores(settings, only))
-    except (StackRunning, DataDirInUse, FileNotFoundError, OSError, TimeoutError) as exc:
+    except (StackRunning, DirInUse, FileNotFoundError, OSError, TimeoutError) as exc:
         err_console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc
     if tenant is not None and user is None:

@@ -42,9 +42,9 @@ def up(
     demo: Annotated[bool, typer.Option("--demo", help="Ingest the example sessions and show what was stored.")] = False,
 ) -> None:
     """Run the whole stack on loopback: nats-server, FalkorDB, every service and the recall API."""
-    from services.cli.datadir import DataDirInUse
     from services.cli.servers.net import PortInUseError
     from services.cli.stack import run_embedded
+    from services.common.stores.dir_lock import DirInUse
 
     resolved = data_dir or Path(os.environ.get("TIERMEM_DATA_DIR") or DEFAULT_DATA_DIR)
 
@@ -59,7 +59,7 @@ def up(
 
     try:
         asyncio.run(run_embedded(resolved.resolve(), http_port, demo=demo, on_ready=_ready))
-    except (PortInUseError, DataDirInUse) as exc:
+    except (PortInUseError, DirInUse) as exc:
         err_console.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc
     console.print("tiermem stopped.")
@@ -108,8 +108,10 @@ def serve(
 ) -> None:
     """Run one service alone against the servers named by settings (how Kubernetes runs it): one
     consumer per process, wired by the same composition root as `tiermem up`."""
-    from services.cli.servers.net import PRIVATE_UMASK
+    from services.cli.servers.net import PRIVATE_UMASK, PortInUseError, ensure_port_free
     from services.cli.stack import all_services, serve_recall_api
+    from services.common.runtime.root import HttpApiStartFailed
+    from services.common.stores.dir_lock import DirInUse
 
     os.umask(PRIVATE_UMASK)  # the Edge WAL and payload files it writes hold memory text
     settings = _settings(data_dir)
@@ -118,10 +120,11 @@ def serve(
 
         try:
             check_api_keys(settings.api_keys)  # refuse placeholder or short keys before anything starts
-        except ValueError as exc:
+            ensure_port_free(settings.http_port, "the recall API", settings.http_host)
+            asyncio.run(serve_recall_api(settings))
+        except (ValueError, PortInUseError, DirInUse, HttpApiStartFailed) as exc:
             err_console.print(f"[red]error:[/] {exc}", highlight=False)
             raise typer.Exit(2) from exc
-        asyncio.run(serve_recall_api(settings))
         return
     from services.common.runtime.root import create_service_app
 
@@ -130,7 +133,11 @@ def serve(
         err_console.print(f"[red]error:[/] unknown service {service!r}; one of {', '.join(definitions)}, recall-api")
         raise typer.Exit(2)
     faststream_app = create_service_app(definitions[service], settings)
-    asyncio.run(faststream_app.run())
+    try:
+        asyncio.run(faststream_app.run())
+    except DirInUse as exc:  # raised by the start-up hooks, before the broker starts
+        err_console.print(f"[red]error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
 
 
 def _register_subcommands() -> None:

@@ -4,6 +4,8 @@ fallback, and the /v1 dependencies run on the event loop, not in a worker thread
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from pathlib import Path
 
 import fastapi.dependencies.utils
@@ -16,8 +18,9 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from services.cli.servers.net import free_port
 from services.common.runtime.resources import Resources
-from services.common.runtime.root import HttpApi, compose
+from services.common.runtime.root import HttpApi, HttpApiStartFailed, compose
 from services.common.runtime.settings import TelemetrySettings, TierMemSettings
+from services.common.stores.vector.edge import EdgeVectorIndex
 from services.recall_api.app import create_app
 from services.recall_api.settings import RecallApiSettings
 
@@ -67,3 +70,24 @@ async def test_v1_dependencies_resolve_without_a_worker_thread(tmp_path: Path, m
     assert answer.status_code == 200 and answer.json()["lang"] == "en"
     assert refused.status_code == 401
     assert hops == []
+
+
+async def test_an_http_api_that_cannot_listen_fails_start_and_stops_everything(tmp_path: Path) -> None:
+    """uvicorn exits the process when it cannot bind (SystemExit in its task, which would escape the
+    event loop and skip every stop); the root turns that into an error of start(), after stopping what
+    had started: the store counting task and the claim on the Edge data."""
+    app = Starlette(routes=[])
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = TierMemSettings(data_dir=tmp_path, telemetry=TelemetrySettings(store_counts_interval_s=60))
+        root = compose(settings, [], name="http-test", http_api=HttpApi(lambda _: app, "127.0.0.1", port, "warning"))
+        with pytest.raises(HttpApiStartFailed, match=f"127.0.0.1:{port}"):
+            await root.start()
+    assert not root.background
+    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    assert not [task for task in others if "store-counts" in task.get_name()], others
+    free_again = EdgeVectorIndex(tmp_path / "qdrant-edge")
+    free_again.claim()  # released: nobody holds the data any more
+    await free_again.close()

@@ -13,10 +13,11 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from contracts.events import SubjectToken, is_subject_token
-from services.cli.datadir import DataDirInUse, DataDirLock, make_private
+from services.cli.datadir import DataDirLock, make_private
 from services.cli.servers.net import PortInUseError, ensure_port_free
 from services.common.domain.owner import Owner
 from services.common.runtime.settings import load_settings
+from services.common.stores.dir_lock import DirInUse
 from services.recall_api.auth import valid_id
 
 
@@ -67,7 +68,7 @@ def test_a_port_in_time_wait_is_free_but_a_listening_port_is_not() -> None:
 
 
 def test_data_dir_lock_is_exclusive_and_names_the_holder(tmp_path: Path) -> None:
-    with DataDirLock(tmp_path / "data"), pytest.raises(DataDirInUse, match=f"pid {os.getpid()}"):
+    with DataDirLock(tmp_path / "data"), pytest.raises(DirInUse, match=f"pid {os.getpid()}"):
         DataDirLock(tmp_path / "data").acquire()
     with DataDirLock(tmp_path / "data"):
         pass  # released on exit: the next run gets it

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import errno
 import os
 import signal
 import socket
@@ -34,15 +35,18 @@ def ensure_port_free(port: int, what: str, host: str = "127.0.0.1") -> None:
     SO_REUSEADDR, as uvicorn, nats-server and redis-server do for their own listeners: a port whose
     last connections linger in TIME-WAIT (a stack stopped a moment ago) is free for them, and only a
     port somebody listens on is refused."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn picks it
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:
-            raise PortInUseError(
-                f"{what} cannot use {host}:{port}: the port is already in use "
-                f"(stop whatever holds it or choose another port)"
-            ) from exc
+            reason = (
+                "the port is already in use (stop whatever holds it or choose another port)"
+                if exc.errno == errno.EADDRINUSE
+                else f"{exc.strerror or exc} (check the host)"
+            )
+            raise PortInUseError(f"{what} cannot use {host}:{port}: {reason}") from exc
 
 
 def port_answers(port: int, host: str = "127.0.0.1", timeout_s: float = 0.2) -> bool:

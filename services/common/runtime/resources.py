@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from services.common.stores.facts import FactStore
     from services.common.stores.graph.repository import GraphRepository
     from services.common.stores.tombstones import TombstoneStore
+    from services.common.stores.vector.edge import EdgeVectorIndex
     from services.common.stores.vector.port import VectorIndex
 
 
@@ -41,6 +42,7 @@ class Resources:
     _keywords: KeywordEncoder | None = None
     _nats: NatsClient | None = None
     _tombstones: TombstoneStore | None = None
+    _edge: EdgeVectorIndex | None = None  # the Edge index, claimed (claim_local_stores) before it is opened
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def nats(self) -> NatsClient:
@@ -86,14 +88,7 @@ class Resources:
         vector = self.settings.vector
         index: VectorIndex
         if vector.backend == "edge":
-            from services.common.stores.vector.edge import EdgeVectorIndex
-
-            index = EdgeVectorIndex(
-                vector.path or Path(self.settings.data_dir) / "qdrant-edge",
-                optimize_threshold=vector.index_build_threshold,
-                index_builds=vector.index_builds,
-                dense_window=vector.dense_window,
-            )
+            index = self._edge_index()
         else:
             from qdrant_client import AsyncQdrantClient
 
@@ -107,6 +102,26 @@ class Resources:
         for collection in (EPISODES, PASSAGES, FACTS):
             await index.ensure_collection(collection, dim)
         return traced_vector_index(index, "qdrant")
+
+    def claim_local_stores(self) -> None:
+        """Take the lock on this process's local store data (Qdrant Edge's) now, without opening it:
+        that data belongs to one process, and a second one on the same data dir should fail at its
+        start with the holder's pid (DirInUse), not at its first search or message."""
+        if self.settings.vector.backend == "edge" and self._vector_index is None:
+            self._edge_index().claim()
+
+    def _edge_index(self) -> EdgeVectorIndex:
+        if self._edge is None:
+            from services.common.stores.vector.edge import EdgeVectorIndex
+
+            vector = self.settings.vector
+            self._edge = EdgeVectorIndex(
+                vector.path or Path(self.settings.data_dir) / "qdrant-edge",
+                optimize_threshold=vector.index_build_threshold,
+                index_builds=vector.index_builds,
+                dense_window=vector.dense_window,
+            )
+        return self._edge
 
     async def episodes(self) -> EpisodeStore:
         """Episodes and passages, typed, on the shared vector index, embedder and keyword encoder."""
@@ -187,6 +202,9 @@ class Resources:
         if self._vector_index is not None:
             await self._vector_index.close()
             self._vector_index = None
+        elif self._edge is not None:  # claimed, never opened: releases its lock
+            await self._edge.close()
+        self._edge = None
         if self._graph is not None:
             await self._graph.executor.close()
             self._graph = None

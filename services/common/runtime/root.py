@@ -113,7 +113,9 @@ class ServiceRoot:
         consumers (idempotent), the broker's connection, and the watcher of exactly these
         consumers, so the advisory of a message that ran out of deliveries while no process ran
         (it is sent on the next pull) is heard. A root without services (the recall API alone,
-        the MCP server) needs none of it."""
+        the MCP server) needs none of it. First of all, the claim on local store data (Qdrant Edge's
+        belongs to one process): a second process on the same data dir stops here, with the reason."""
+        self.resources.claim_local_stores()
         consumers = self.consumers()
         if not consumers:
             return
@@ -166,7 +168,7 @@ class ServiceRoot:
         )
         server = uvicorn.Server(config)
         self._http_server = server
-        self._http_task = asyncio.create_task(server.serve())
+        self._http_task = asyncio.create_task(_serve_http(server, f"{self._http_api.host}:{self._http_api.port}"))
         while not server.started:
             if self._http_task.done():
                 self._http_task.result()
@@ -222,6 +224,20 @@ class ServiceRoot:
     async def release(self) -> None:
         """Close the stores, gateways and the admin connection."""
         await self.resources.close()
+
+
+class HttpApiStartFailed(RuntimeError):
+    """The HTTP API did not start (its port is taken, or its app's start-up failed)."""
+
+
+async def _serve_http(server: uvicorn.Server, address: str) -> None:
+    """uvicorn's serve(), with its start-up failure as an error of this task: uvicorn calls
+    sys.exit() when it cannot bind or its lifespan fails, and a SystemExit in a task escapes the
+    event loop, skipping the stop of everything already started (its reason is logged by uvicorn)."""
+    try:
+        await server.serve()
+    except SystemExit:
+        raise HttpApiStartFailed(f"the HTTP API did not start on {address} (the reason is logged above)") from None
 
 
 def compose(

@@ -1,7 +1,8 @@
 """VectorIndex on Qdrant Edge: the Qdrant engine in-process, one EdgeShard per collection.
 
-Layout: `data_dir/<collection>/` holds one shard (segments + WAL). A shard belongs to one process
-(a second open fails on the WAL lock), so the embedded stack runs every service in one process.
+Layout: `data_dir/<collection>/` holds one shard (segments + WAL). A shard belongs to one process,
+so the embedded stack runs every service in one process; a second process is refused at its first
+open by `data_dir/edge.lock` (DirInUse, naming the holder's pid).
 
 Threading: measured with qdrant-edge-py 0.9, every EdgeShard call holds the GIL for its whole
 duration (a ticking thread made no progress during a 7 s optimize(), nor during queries). Running
@@ -50,6 +51,7 @@ import numpy as np
 import qdrant_edge as qe
 
 from services.common.domain.owner import Owner
+from services.common.stores.dir_lock import DirLock
 from services.common.stores.vector import edge_builds, edge_window, port
 from services.common.stores.vector.adapter_support import (
     DEFAULT_TIME_FIELDS,
@@ -76,6 +78,11 @@ from services.common.stores.vector.edge_window import DEFAULT_WINDOW_POINTS, Rec
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
 
 _CONFIG_FILE = "edge_config.json"
+_LOCK_FILE = "edge.lock"
+_ONE_PROCESS_HINT = (
+    "Qdrant Edge data belongs to one process: run the services together (`tiermem up`), give this one "
+    "its own data dir, or use a Qdrant server (TIERMEM_VECTOR__BACKEND=server)"
+)
 _FACET_LIMIT = 1_000_000
 # Journal operations a swap may leave for its final replay behind the write gate (writes wait for it).
 _SWAP_TAIL = 64
@@ -140,6 +147,9 @@ class EdgeVectorIndex:
         self._chunk_size = upsert_chunk_size
         self._index_builds = index_builds
         self._collections: dict[str, _Collection] = {}
+        # Held from the first open until close(): the WAL would refuse a second process only after
+        # it had already cleared "leftover" build generations (edge_builds) that may be this one's.
+        self._dir_lock = DirLock(self._data_dir, _LOCK_FILE, holder="another process", hint=_ONE_PROCESS_HINT)
         self._retired: dict[str, Path] = {}  # generation directories replaced by a build, to remove
         # Public so that a benchmark can compare with the exhaustive search (`.size = None`) on the same shards.
         self.dense_windows = RecentWindows(dense_window)
@@ -147,6 +157,11 @@ class EdgeVectorIndex:
         self._power = PowerUserSearch(self.dense_windows, self.owner_terms)
 
     # -- lifecycle ---------------------------------------------------------------------------
+
+    def claim(self) -> None:
+        """Take this process's lock on the data dir now (the first ensure_collection does otherwise);
+        DirInUse, naming the holder's pid, when another process has it. close() releases it."""
+        self._dir_lock.acquire()
 
     async def ensure_collection(self, collection: str, dense_dim: int) -> None:
         """Open (or create) the collection's shard and make sure its payload indexes exist."""
@@ -167,6 +182,7 @@ class EdgeVectorIndex:
                 else qe.EdgeOptimizersConfig(indexing_threshold=self._indexing_threshold_kb)
             ),
         )
+        self.claim()  # before anything on disk is touched
         path = edge_builds.current_dir(self._data_dir, collection)
         edge_builds.remove_leftovers(self._data_dir, collection)
         if (path / _CONFIG_FILE).exists():
@@ -325,6 +341,7 @@ class EdgeVectorIndex:
                 opened.shard.close()
             except Exception as error:  # close the others anyway, then report
                 errors.append(error)
+        self._dir_lock.release()
         if errors:
             raise RuntimeError(f"closing Qdrant Edge shards failed: {errors}")
 
