@@ -5,6 +5,7 @@ brute-force search over the same points."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from pathlib import Path
 
@@ -252,6 +253,14 @@ async def test_the_window_rows_in_memory_answer_as_edge_does_through_writes_filt
         for record in newer:
             assert await _dense(index, POWER, list(record.dense), 1) == [record.payload["n"]]
         window = _newest([*power, *newer], 305)
+
+        # Rewritten with a time before the window: out of the rows as well (the shortlist is trusted to
+        # hold the window's points only, the search does not check the window's range again).
+        moved = dataclasses.replace(newer[0], payload={**newer[0].payload, WINDOW_TIME_FIELD: NOW - 200 * DAY})
+        await index.upsert(EPISODES, POWER, [moved])
+        assert index.dense_windows.vectors.loaded(key)  # kept, not reloaded
+        window = [record for record in window if record.id != moved.id]
+        assert await _dense(index, POWER, list(moved.dense), 10) == _nearest(window, list(moved.dense), 10)
 
         # A filter most of the shortlist fails: Edge's window search answers instead, never fewer hits.
         rare = {int(record.payload["n"]) for record in window[::15]}

@@ -47,6 +47,23 @@ def test_a_rewritten_point_replaces_its_row_and_a_zero_vector_never_leads() -> N
     assert len(rows) == 50
 
 
+def test_a_point_that_left_the_window_leaves_the_rows_and_the_others_keep_their_vectors() -> None:
+    rng = np.random.default_rng(3)
+    vectors = _random(rng, 30)
+    rows = WindowRows(8)
+    for number, vector in enumerate(vectors):
+        rows.put(f"p{number}", vector)
+    for gone in ("p4", "p29", "p0", "p4", "never-there"):  # the middle, the last, the first, twice, unknown
+        rows.discard(gone)
+    assert len(rows) == 27
+    kept = [number for number in range(30) if number not in (0, 4, 29)]
+    assert set(rows.nearest(_unit(vectors[1]), 100)) == {f"p{number}" for number in kept}
+    for number in kept:  # each row still holds its own point's vector
+        assert rows.nearest(_unit(vectors[number]), 1) == [f"p{number}"]
+    rows.put("p4", vectors[4])  # back in the window
+    assert rows.nearest(_unit(vectors[4]), 1) == ["p4"] and len(rows) == 28
+
+
 def test_windows_need_at_least_one_owner_with_rows() -> None:
     with pytest.raises(ValueError):
         WindowVectors(0)

@@ -141,7 +141,8 @@ class PowerUserSearch:
         )
         if shortlist is None:
             return BranchRequest(search)
-        narrowed = edge_filter(scope.conditions, *window, shortlist=shortlist)
+        # Not the window's range: the shortlist is of its points only (edge_window_vectors.py, Exactness).
+        narrowed = edge_filter(scope.conditions, shortlist=shortlist)
         return BranchRequest(
             qe.QueryRequest(limit=scope.candidates, query=nearest, filter=narrowed, with_payload=False),
             search,

@@ -215,17 +215,20 @@ class RecentWindows:
     def note_upsert(
         self, collection: str, owner: Owner, points: Iterable[tuple[str, Mapping[str, Any], Sequence[float]]]
     ) -> None:
-        """Written points (id, payload, dense vector): those in the owner's window go into its rows."""
+        """Written points (id, payload, dense vector): those in the owner's window go into its rows,
+        the others leave them (a rewrite may have moved a point out of the window)."""
         window = self._windows.get((collection, owner))
         if window is None:
             return
-        in_window = [
-            (point_id, dense)
-            for point_id, payload, dense in points
-            if (occurred := _time(payload.get(WINDOW_TIME_FIELD))) is not None and occurred >= window.cutoff
-        ]
-        if in_window:
-            self.vectors.put((collection, owner), in_window)
+        in_window: list[tuple[str, Sequence[float]]] = []
+        outside: list[str] = []
+        for point_id, payload, dense in points:
+            occurred = _time(payload.get(WINDOW_TIME_FIELD))
+            if occurred is not None and occurred >= window.cutoff:
+                in_window.append((point_id, dense))
+            else:
+                outside.append(point_id)
+        self.vectors.put((collection, owner), in_window, outside)
 
     def keyed(self, collection: str, owner: Owner) -> bool:
         """Whether the owner's dense branch is narrowed by the window key (tests, benchmarks)."""
