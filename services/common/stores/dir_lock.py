@@ -31,10 +31,6 @@ class DirLock:
         self._hint = hint
         self._fd: int | None = None
 
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
     def acquire(self) -> None:
         """Take the lock (a no-op when this object holds it); DirInUse when another holder has it."""
         if self._fd is not None:
