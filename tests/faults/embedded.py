@@ -54,7 +54,15 @@ class UpProcess:
         self.data_dir = data_dir
         self.http_port = http_port
         self.log_path = log_path
-        self.env = {**os.environ, "TIERMEM_DATA_DIR": str(data_dir), **(env or {})}
+        self.env = {
+            **os.environ,
+            "TIERMEM_DATA_DIR": str(data_dir),
+            # No scheduled prune pass during a fault test: passes fall on the wall clock's 6-hour marks
+            # (00:00, 06:00, ... UTC), and a run that straddles one forgets the superseded facts that the
+            # fault-free run it is compared with kept (seen once in CI, a faulted run across 18:00).
+            "TIERMEM_PRUNE_INITIAL_DELAY_S": str(7 * 86_400),
+            **(env or {}),
+        }
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, timeout_s: float = 120.0) -> None:
