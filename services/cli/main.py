@@ -121,8 +121,12 @@ def serve(
         try:
             check_api_keys(settings.api_keys)  # refuse placeholder or short keys before anything starts
             ensure_port_free(settings.http_port, "the recall API", settings.http_host)
+        except (ValueError, PortInUseError) as exc:
+            err_console.print(f"[red]error:[/] {exc}", highlight=False)
+            raise typer.Exit(2) from exc
+        try:
             asyncio.run(serve_recall_api(settings))
-        except (ValueError, PortInUseError, DirInUse, HttpApiStartFailed) as exc:
+        except (DirInUse, HttpApiStartFailed) as exc:  # start-up refusals; anything else keeps its traceback
             err_console.print(f"[red]error:[/] {exc}", highlight=False)
             raise typer.Exit(2) from exc
         return
