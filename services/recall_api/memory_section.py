@@ -65,6 +65,12 @@ def fit_section(lines: Sequence[str], *, token_budget: int, count_tokens: Callab
     """The `## Memory Context` section with as many lines as fit in `token_budget` tokens (heading,
     preamble and fence included), taking them in order and skipping one that does not fit rather than
     cutting it (a cut memory can say something it never said). Empty when nothing fits."""
+    if lines:
+        # Most turns' lines all fit: one count instead of one per line (~0.13 ms each, measured).
+        whole = compose_section(lines)
+        whole_tokens = count_tokens(whole)
+        if whole_tokens <= token_budget:
+            return FittedSection(text=whole, included=list(range(len(lines))), tokens=whole_tokens)
     chosen: list[str] = []
     included: list[int] = []
     tokens = 0

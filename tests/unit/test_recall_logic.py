@@ -335,6 +335,8 @@ def test_the_section_never_exceeds_the_budget(counter: TokenCounter) -> None:
     for budget in [1, 10, 40, 50, 60, 80, 100, 150, 300, 1000]:
         fitted = memory_section.fit_section(lines, token_budget=budget, count_tokens=counter.count_tokens)
         assert counter.count_tokens(fitted.text) == fitted.tokens <= budget
+        if counter.count_tokens(memory_section.compose_section(lines)) <= budget:
+            assert fitted.included == list(range(len(lines)))  # everything fits: everything is in
         if fitted.text:
             assert fitted.text.startswith(memory_section.MEMORY_HEADING)
             assert fitted.text.count("\n- ") == len(fitted.included)

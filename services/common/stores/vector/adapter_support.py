@@ -86,6 +86,11 @@ def _check_owner_keys(owner: Owner, payload: Mapping[str, Any]) -> None:
             raise ValueError(f"payload {key}={payload[key]!r} disagrees with the owner's {expected!r}")
 
 
+def owns(owner: Owner, payload: Mapping[str, Any]) -> bool:
+    """Whether a stored payload is `owner`'s (every stored payload is stamped: `owned_payload`)."""
+    return payload.get(TENANT_FIELD) == owner.tenant_id and payload.get(USER_FIELD) == owner.user_id
+
+
 def owned_payload(owner: Owner, payload: Mapping[str, Any]) -> dict[str, Any]:
     """Copy of `payload` stamped with the owner; a disagreeing tenant_id / user_id is a ValueError."""
     _check_owner_keys(owner, payload)

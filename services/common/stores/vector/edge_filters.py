@@ -10,8 +10,9 @@ from typing import Any, cast
 import numpy as np
 import qdrant_edge as qe
 
+from services.common.domain.owner import Owner
 from services.common.stores.vector import edge_window
-from services.common.stores.vector.adapter_support import DENSE_VECTOR, BranchHit, Conditions
+from services.common.stores.vector.adapter_support import DENSE_VECTOR, BranchHit, Conditions, owns
 
 
 def branch_hit(point: qe.ScoredPoint) -> BranchHit:
@@ -54,3 +55,16 @@ def read_payloads(shard: qe.EdgeShard, conditions: Conditions, ids: Sequence[str
     only = dataclasses.replace(conditions, ids=list(ids))
     records, _ = shard.scroll(qe.ScrollRequest(limit=len(ids), filter=edge_filter(only), with_payload=True))
     return {str(record.id): edge_window.without_window_key(record.payload) for record in records}
+
+
+def retrieve_payloads(shard: qe.EdgeShard, owner: Owner, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Point id → payload (window key stripped) of those of `ids` that exist and are `owner`'s, read
+    by id without a filter: for hits that already passed their search's conditions."""
+    if not ids:
+        return {}
+    records = shard.retrieve(list(ids), with_payload=True, with_vector=False)
+    return {
+        str(record.id): edge_window.without_window_key(record.payload)
+        for record in records
+        if record.payload is not None and owns(owner, record.payload)
+    }

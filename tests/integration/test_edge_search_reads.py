@@ -1,0 +1,202 @@
+"""Qdrant Edge hybrid search: what it reads and when (edge.py, edge_power.py).
+
+- A keyword hit that the dense branch did not return still gets its dense part, from Edge's own
+  cosine (no vectors cross into Python), whether the keyword branch ran while the query embedded or
+  after.
+- Payloads are read by id when no write came between the branches and the read, and through the
+  search's filter when one did; never another owner's.
+- An owner's point count is remembered until points are added or deleted: a payload write (a recall
+  count) does not make the next search count again, an upsert or a delete does.
+
+Real Edge shards; vectors and keyword terms are chosen by hand so every expected score is exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from services.common.domain.owner import Owner
+from services.common.stores.vector.edge import EdgeVectorIndex
+from services.common.stores.vector.edge_filters import retrieve_payloads
+from services.common.stores.vector.fusion import FusionConfig, dense_part
+from services.common.stores.vector.port import EPISODES, HybridWeights, SearchFilter, SparseVector, VectorRecord
+
+pytestmark = pytest.mark.integration
+
+DIM = 8
+L0 = HybridWeights(keyword=0.7, dense=0.3)
+ALICE = Owner("t1", "alice")
+BOB = Owner("t1", "bob")
+TERM = 7  # the keyword term of the "needle" points
+
+
+def point_id(owner: Owner, key: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"tiermem-test/{owner.tenant_id}/{owner.user_id}/{key}"))
+
+
+def axis(i: int, j: int | None = None, mix: float = 0.0) -> list[float]:
+    """A unit vector on axis i (tilted towards axis j by `mix`)."""
+    vector = np.zeros(DIM, dtype=np.float64)
+    vector[i] = math.cos(mix)
+    if j is not None:
+        vector[j] = math.sin(mix)
+    return vector.tolist()
+
+
+def record(owner: Owner, key: str, dense: Sequence[float], terms: Sequence[int], **payload: Any) -> VectorRecord:
+    sparse = SparseVector(indices=list(terms), values=[1.0] * len(terms))
+    return VectorRecord(id=point_id(owner, key), dense=dense, sparse=sparse, payload={"key": key, **payload})
+
+
+# Alice: many points close to the query on axis 0 (the dense branch's candidates), and one "needle"
+# that alone holds the keyword term and points elsewhere: it is a keyword hit only.
+QUERY = axis(0)
+# Cosine 0.9 with the query: a dense part well above 0, yet below all 20 close points (>= 0.98), so
+# the dense branch (2 candidates for limit 1) never returns it.
+NEEDLE_DENSE = axis(0, 1, mix=math.acos(0.9))
+
+
+def alice_records() -> list[VectorRecord]:
+    close = [record(ALICE, f"close{i}", axis(0, 2, mix=0.01 * i), [100 + i]) for i in range(20)]
+    return [*close, record(ALICE, "needle", NEEDLE_DENSE, [TERM], channel="web")]
+
+
+QUERY_TERMS = SparseVector(indices=[TERM], values=[1.0])
+
+
+class _Calls:
+    """Edge shard proxy counting the calls made through it (the binding's methods cannot be patched)."""
+
+    def __init__(self, shard: Any) -> None:
+        self.shard = shard
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.shard, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return method(*args, **kwargs)
+
+        return counted
+
+
+@pytest.fixture
+async def index(tmp_path: Path) -> Any:
+    opened = EdgeVectorIndex(tmp_path / "edge")
+    await opened.ensure_collection(EPISODES, DIM)
+    await opened.upsert(EPISODES, ALICE, alice_records())
+    await opened.upsert(EPISODES, BOB, [record(BOB, "needle", NEEDLE_DENSE, [TERM])])
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def counting(index: EdgeVectorIndex) -> _Calls:
+    opened = index._collections[EPISODES]
+    proxy = _Calls(opened.shard)
+    opened.shard = proxy  # type: ignore[assignment]
+    return proxy
+
+
+def expected_needle_dense() -> float:
+    expected = dense_part(float(np.dot(QUERY, NEEDLE_DENSE)), FusionConfig().dense_floor)
+    assert expected > 0.5
+    return expected
+
+
+@pytest.mark.parametrize("pending", [True, False], ids=["vector-pending", "vector-ready"])
+async def test_a_keyword_only_hit_gets_its_cosine_from_edge(index: EdgeVectorIndex, pending: bool) -> None:
+    calls = counting(index)
+    if pending:
+        vector: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
+        search = asyncio.ensure_future(
+            index.hybrid_query(EPISODES, ALICE, dense=vector, sparse=QUERY_TERMS, weights=L0, limit=1)
+        )
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert calls.calls == {"count": 1, "query_batch": 1}  # the keyword branch, while the query embeds
+        vector.set_result(QUERY)
+        results = await search
+        # Then one batch: the dense branch and the keyword hits' cosines together.
+        assert calls.calls["query_batch"] == 2
+    else:
+        results = await index.hybrid_query(EPISODES, ALICE, dense=QUERY, sparse=QUERY_TERMS, weights=L0, limit=1)
+        # Keyword and dense branches in one batch, then the cosines of keyword hits the dense one missed.
+        assert calls.calls["query_batch"] == 2
+    (needle,) = results
+    assert needle.payload["key"] == "needle"
+    assert needle.dense_score is not None and needle.keyword_score is not None
+    assert needle.dense_score == pytest.approx(expected_needle_dense(), abs=1e-5)
+    assert needle.keyword_score > 0
+    assert needle.score == pytest.approx(0.7 * needle.keyword_score + 0.3 * needle.dense_score, abs=1e-6)
+
+
+async def test_payloads_are_read_by_id_when_nothing_was_written_meanwhile(index: EdgeVectorIndex) -> None:
+    calls = counting(index)
+    (needle,) = await index.hybrid_query(EPISODES, ALICE, dense=QUERY, sparse=QUERY_TERMS, weights=L0, limit=1)
+    assert needle.payload == {"key": "needle", "channel": "web", "tenant_id": "t1", "user_id": "alice"}
+    assert calls.calls.get("retrieve") == 1 and "scroll" not in calls.calls
+
+
+async def test_a_write_while_the_query_embeds_sends_the_read_through_the_filter(index: EdgeVectorIndex) -> None:
+    calls = counting(index)
+    vector: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
+    web_only = asyncio.ensure_future(
+        index.hybrid_query(
+            EPISODES,
+            ALICE,
+            dense=vector,
+            sparse=QUERY_TERMS,
+            weights=L0,
+            limit=3,
+            search_filter=SearchFilter(match={"channel": "web"}),
+        )
+    )
+    for _ in range(5):
+        await asyncio.sleep(0)
+    # The keyword branch has found the needle; now it leaves the search's channel.
+    await index.set_payload(EPISODES, ALICE, [point_id(ALICE, "needle")], {"channel": "slack"})
+    vector.set_result(QUERY)
+    assert await web_only == []
+    assert calls.calls.get("scroll") == 1 and "retrieve" not in calls.calls
+
+
+async def test_reading_by_id_returns_only_the_owners_points(index: EdgeVectorIndex) -> None:
+    shard = index._collections[EPISODES].shard
+    ids = [point_id(ALICE, "needle"), point_id(BOB, "needle"), point_id(ALICE, "never-written")]
+    assert set(retrieve_payloads(shard, ALICE, ids)) == {point_id(ALICE, "needle")}
+    assert set(retrieve_payloads(shard, BOB, ids)) == {point_id(BOB, "needle")}
+    assert retrieve_payloads(shard, ALICE, []) == {}
+
+
+async def test_an_owners_point_count_is_taken_again_only_after_points_are_added_or_deleted(
+    index: EdgeVectorIndex,
+) -> None:
+    calls = counting(index)
+
+    async def search() -> int:
+        before = calls.calls.get("count", 0)
+        await index.hybrid_query(EPISODES, ALICE, dense=QUERY, sparse=QUERY_TERMS, weights=L0, limit=3)
+        return calls.calls.get("count", 0) - before
+
+    assert await search() == 1
+    assert await search() == 0  # nothing written: the count is remembered
+    await index.set_payload(EPISODES, ALICE, [point_id(ALICE, "close0")], {"recall_count": 3})
+    assert await search() == 0  # a payload write moves no point
+    await index.upsert(EPISODES, ALICE, [record(ALICE, "new", axis(3), [5])])
+    assert await search() == 1
+    await index.upsert(EPISODES, BOB, [record(BOB, "other", axis(3), [5])])
+    assert await search() == 1  # any owner's new point: Alice's estimate may move with the collection
+    await index.delete(EPISODES, ALICE, SearchFilter(ids=[point_id(ALICE, "new")]))
+    assert await search() == 1
+    assert await search() == 0
