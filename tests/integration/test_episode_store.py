@@ -3,6 +3,7 @@ mode), with real multilingual-e5 embeddings and the real KeywordEncoder."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -210,6 +211,22 @@ async def test_replay_keeps_recall_counts_and_changes_nothing_else(store: Episod
     assert replayed.last_recalled_at == datetime.fromtimestamp(recalled_at, UTC)
     assert (await index.get(EPISODES, ALICE, [episode.episode_id]))[0].payload == before
     assert len(await store.passages(ALICE, episode.episode_id)) == 3
+
+
+async def test_recall_counts_let_the_turn_being_answered_run_between_points(store: EpisodeStore) -> None:
+    """The recall-count writer shares the event loop with L0: a batch of points is written one point
+    at a time, yielding in between, so a request is held up by one point's write, not the batch's."""
+    episodes = [billing_episode(session_id=f"s-recalled-{n}") for n in range(6)]
+    for episode in episodes:
+        await store.write(ALICE, episode, [])
+    recalls = {episode.episode_id: (1, 100.0) for episode in episodes}
+    writing = asyncio.ensure_future(store.record_recalls(ALICE, recalls))
+    turns_meanwhile = 0
+    while not writing.done():
+        turns_meanwhile += 1
+        await asyncio.sleep(0)
+    assert await writing == 6
+    assert turns_meanwhile >= 6  # once per point written (and before the first)
 
 
 async def test_a_shorter_session_leaves_no_stale_passages(store: EpisodeStore, index: VectorIndex) -> None:

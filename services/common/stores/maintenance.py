@@ -7,6 +7,7 @@ read leniently, field by field, and never skip a point."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -65,7 +66,9 @@ async def record_recalls(
     index: VectorIndex, collection: str, owner: Owner, recalls: Mapping[str, tuple[int, float]]
 ) -> int:
     """Add to the points' recall counts: per id, (times recalled, latest time in epoch seconds).
-    Ids the owner does not have are skipped; returns the number of points updated."""
+    Ids the owner does not have are skipped; returns the number of points updated. Yields to the event
+    loop after each point: a batch of recall counts (dozens of points every half second under load,
+    ~0.15 ms each on Edge) would otherwise hold up the turn that is being answered meanwhile."""
     updated = 0
     for record in await index.get(collection, owner, list(recalls)):
         increment, latest = recalls[record.id]
@@ -82,6 +85,7 @@ async def record_recalls(
             },
         )
         updated += 1
+        await asyncio.sleep(0)
     return updated
 
 
