@@ -3,8 +3,9 @@
 - A keyword hit that the dense branch did not return still gets its dense part, from Edge's own
   cosine (no vectors cross into Python), whether the keyword branch ran while the query embedded or
   after.
-- Payloads are read by id when no write came between the branches and the read, and through the
-  search's filter when one did; never another owner's.
+- Payloads are read by id when no write came between the branches and the read (those of the
+  keyword branch's best while the query embeds), and through the search's filter when one did;
+  never another owner's.
 - An owner's point count is remembered until points are added or deleted: a payload write (a recall
   count) does not make the next search count again, an upsert or a delete does.
 
@@ -124,11 +125,13 @@ async def test_a_keyword_only_hit_gets_its_cosine_from_edge(index: EdgeVectorInd
         )
         for _ in range(5):
             await asyncio.sleep(0)
-        assert calls.calls == {"count": 1, "query_batch": 1}  # the keyword branch, while the query embeds
+        # While the query embeds: the keyword branch, and the payloads of its best (`limit`) hits.
+        assert calls.calls == {"count": 1, "query_batch": 1, "retrieve": 1}
         vector.set_result(QUERY)
         results = await search
-        # Then one batch: the dense branch and the keyword hits' cosines together.
-        assert calls.calls["query_batch"] == 2
+        # Then one batch: the dense branch and the keyword hits' cosines together; the fused best is
+        # the keyword hit whose payload is read already, so nothing more is read.
+        assert calls.calls == {"count": 1, "query_batch": 2, "retrieve": 1}
     else:
         results = await index.hybrid_query(EPISODES, ALICE, dense=QUERY, sparse=QUERY_TERMS, weights=L0, limit=1)
         # Keyword and dense branches in one batch, then the cosines of keyword hits the dense one missed.
@@ -167,8 +170,10 @@ async def test_a_write_while_the_query_embeds_sends_the_read_through_the_filter(
     # The keyword branch has found the needle; now it leaves the search's channel.
     await index.set_payload(EPISODES, ALICE, [point_id(ALICE, "needle")], {"channel": "slack"})
     vector.set_result(QUERY)
+    # The needle's payload was read while the query embedded, then the write: it is read again
+    # through the search's filter, which it no longer passes.
     assert await web_only == []
-    assert calls.calls.get("scroll") == 1 and "retrieve" not in calls.calls
+    assert calls.calls.get("retrieve") == 1 and calls.calls.get("scroll") == 1
 
 
 async def test_reading_by_id_returns_only_the_owners_points(index: EdgeVectorIndex) -> None:
