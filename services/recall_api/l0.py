@@ -110,7 +110,10 @@ class AutoRecall:
             ranked, found.parts, text, keywords.tokens, l0_policy(self.settings), limit=max_entries
         )
         ranked = selection.chosen
-        lines = [memory_section.render_item(memory_item(r).abstract, r.provenance_date) for r in ranked]
+        items = [memory_item(r) for r in ranked]
+        lines = [
+            memory_section.render_item(item.abstract, r.provenance_date) for item, r in zip(items, ranked, strict=True)
+        ]
         counter = self.token_counter()
         fitted = memory_section.fit_section(lines, token_budget=budget, count_tokens=counter.count_tokens)
         injected = [ranked[i] for i in fitted.included]
@@ -129,7 +132,7 @@ class AutoRecall:
         )
         return AutoRecallResponse(
             section=fitted.text,
-            items=[memory_item(r) for r in injected],
+            items=[items[i] for i in fitted.included],
             injected=len(injected),
             top_score=round(top_score, 4) if top_score is not None else None,
             tokens=fitted.tokens,
