@@ -28,7 +28,14 @@ from services.common.domain.owner import Owner
 from services.common.stores.vector.edge import EdgeVectorIndex
 from services.common.stores.vector.edge_filters import retrieve_payloads
 from services.common.stores.vector.fusion import FusionConfig, dense_part
-from services.common.stores.vector.port import EPISODES, HybridWeights, SearchFilter, SparseVector, VectorRecord
+from services.common.stores.vector.port import (
+    EPISODES,
+    HybridWeights,
+    ScoredRecord,
+    SearchFilter,
+    SparseVector,
+    VectorRecord,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -109,6 +116,23 @@ def counting(index: EdgeVectorIndex) -> _Calls:
     return proxy
 
 
+async def search_while_embedding(
+    index: EdgeVectorIndex, limit: int, search_filter: SearchFilter | None = None
+) -> tuple[asyncio.Future[Sequence[float] | None], asyncio.Future[list[ScoredRecord]]]:
+    """Alice's search for the needle's term, started with its query vector still to come (as L0 runs
+    while the query embeds), after it has done all it can without the vector."""
+    vector: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
+    search = asyncio.ensure_future(
+        index.hybrid_query(
+            EPISODES, ALICE, dense=vector, sparse=QUERY_TERMS, weights=L0, limit=limit, search_filter=search_filter
+        )
+    )
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not search.done()
+    return vector, search
+
+
 def expected_needle_dense() -> float:
     expected = dense_part(float(np.dot(QUERY, NEEDLE_DENSE)), FusionConfig().dense_floor)
     assert expected > 0.5
@@ -119,12 +143,7 @@ def expected_needle_dense() -> float:
 async def test_a_keyword_only_hit_gets_its_cosine_from_edge(index: EdgeVectorIndex, pending: bool) -> None:
     calls = counting(index)
     if pending:
-        vector: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
-        search = asyncio.ensure_future(
-            index.hybrid_query(EPISODES, ALICE, dense=vector, sparse=QUERY_TERMS, weights=L0, limit=1)
-        )
-        for _ in range(5):
-            await asyncio.sleep(0)
+        vector, search = await search_while_embedding(index, limit=1)
         # While the query embeds: the keyword branch, and the payloads of its best (`limit`) hits.
         assert calls.calls == {"count": 1, "query_batch": 1, "retrieve": 1}
         vector.set_result(QUERY)
@@ -153,20 +172,9 @@ async def test_payloads_are_read_by_id_when_nothing_was_written_meanwhile(index:
 
 async def test_a_write_while_the_query_embeds_sends_the_read_through_the_filter(index: EdgeVectorIndex) -> None:
     calls = counting(index)
-    vector: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
-    web_only = asyncio.ensure_future(
-        index.hybrid_query(
-            EPISODES,
-            ALICE,
-            dense=vector,
-            sparse=QUERY_TERMS,
-            weights=L0,
-            limit=3,
-            search_filter=SearchFilter(match={"channel": "web"}),
-        )
+    vector, web_only = await search_while_embedding(
+        index, limit=3, search_filter=SearchFilter(match={"channel": "web"})
     )
-    for _ in range(5):
-        await asyncio.sleep(0)
     # The keyword branch has found the needle; now it leaves the search's channel.
     await index.set_payload(EPISODES, ALICE, [point_id(ALICE, "needle")], {"channel": "slack"})
     vector.set_result(QUERY)

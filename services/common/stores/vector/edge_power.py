@@ -4,8 +4,8 @@ more points than the window in a collection): the dense branch over their recent
 branch shortlisted from their postings in memory (edge_owner_terms.py). Each shortlisted request comes
 with the request to run instead when the shortlist may have fallen short. Normal owners get the plain
 requests: for them Edge's planner already scores just the owner's few points. Every branch request
-reads ids, scores (and a keyword hit's dense vector) only: edge.py reads the payloads of the fused
-best once."""
+reads ids and scores only (a keyword hit's cosine is one more request: `run_branches`); edge.py reads
+the payloads of the fused best."""
 
 from __future__ import annotations
 
@@ -129,15 +129,15 @@ class PowerUserSearch:
     def __init__(self, windows: RecentWindows, terms: OwnerTermIndex, *, remembered_counts: int = 4096) -> None:
         self.windows = windows
         self.terms = terms
-        # (collection, owner) -> (the collection's write stamp, the estimate then), least recent first.
+        # (collection, owner) -> (the collection's count stamp, the estimate then), least recent first.
         self._counts: OrderedDict[tuple[str, Owner], tuple[int, int]] = OrderedDict()
         self._remembered_counts = remembered_counts
 
     def owner_points(self, shard: qe.EdgeShard, collection: str, owner: Owner, *, stamp: int) -> int:
         """The owner's points in the shard, estimated; 0 when neither branch has a power-user path.
-        Remembered until the collection's next write (`stamp` changes at every write, edge.py): three
-        counts per L0 turn cost ~0.1-0.4 ms, mostly cache-cold (measured), for a number that only a
-        write moves."""
+        Remembered until points are next added to or deleted from the collection (`stamp`, its count
+        stamp: edge.py): three counts per L0 turn cost ~0.1-0.4 ms, mostly cache-cold (measured), for
+        a number that only such a write moves."""
         if self.windows.size is None and self.terms.min_points is None:
             return 0
         key = (collection, owner)
