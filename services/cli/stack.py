@@ -11,6 +11,7 @@ import logging
 import os
 import secrets
 import signal
+import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 from services.cli.datadir import DataDirLock, make_private, stop_leftover_servers
 from services.cli.servers.falkordb_server import FalkorDBServer
 from services.cli.servers.nats_server import NatsServer
-from services.cli.servers.net import PRIVATE_UMASK, ensure_port_free, free_port
+from services.cli.servers.net import PRIVATE_UMASK, claim_port, free_port
 from services.cli.servers.supervisor import ServerSupervisor
 from services.common.runtime.resources import Resources
 from services.common.runtime.root import HttpApi, ServiceRoot, bootstrap
@@ -78,15 +79,16 @@ async def start_services(
     )
 
 
-def recall_http_api(host: str, port: int, log_level: str = "info") -> HttpApi:
-    """The recall HTTP API (with its MCP endpoint), served by the root on the root's resources."""
+def recall_http_api(host: str, port: int, log_level: str = "info", sock: socket.socket | None = None) -> HttpApi:
+    """The recall HTTP API (with its MCP endpoint), served by the root on the root's resources (on
+    `sock` when the port is claimed already: `HttpApi.sock`)."""
 
     def _build(resources: Resources) -> Any:
         from services.recall_api.app import create_app as create_recall_app
 
         return create_recall_app(resources=resources)
 
-    return HttpApi(build=_build, host=host, port=port, log_level=log_level)
+    return HttpApi(build=_build, host=host, port=port, log_level=log_level, sock=sock)
 
 
 async def serve_recall_api(settings: TierMemSettings) -> None:
@@ -113,6 +115,7 @@ class EmbeddedServers:
     nats: NatsServer
     graph: FalkorDBServer
     supervisor: ServerSupervisor | None = None
+    http_socket: socket.socket | None = None  # the recall API's port, claimed before the servers start
 
     def stop(self) -> None:
         # Servers go last and in reverse order of need; each stop reaps its process group.
@@ -168,8 +171,15 @@ async def supervised_servers(data_dir: Path, http_port: int) -> AsyncIterator[tu
         with DataDirLock(data_dir):
             make_private(data_dir)
             stop_leftover_servers(data_dir)
-            ensure_port_free(http_port, "the recall HTTP API")
-            servers, creds = start_servers(data_dir)
+            # Claimed, not only checked: a port found free here could be taken while the servers start,
+            # even by one of this process's own outgoing connections (a CI run saw exactly that).
+            http_socket = claim_port(http_port, "the recall HTTP API")
+            try:
+                servers, creds = start_servers(data_dir)
+            except BaseException:
+                http_socket.close()
+                raise
+            servers.http_socket = http_socket
             supervisor = ServerSupervisor([("nats-server", servers.nats), ("FalkorDB", servers.graph)])
             servers.supervisor = supervisor
             watching = asyncio.create_task(supervisor.run())
@@ -180,6 +190,7 @@ async def supervised_servers(data_dir: Path, http_port: int) -> AsyncIterator[tu
                 with contextlib.suppress(asyncio.CancelledError):
                     await watching
                 servers.stop()
+                http_socket.close()
                 with contextlib.suppress(FileNotFoundError):
                     stack_file(data_dir).unlink()
     finally:
@@ -219,7 +230,9 @@ async def _run_services(
         write_stack_file(data_dir, servers, creds, http_port)
         settings = load_settings(data_dir)
         running = await bootstrap(
-            settings, all_services(), http_api=recall_http_api("127.0.0.1", http_port, log_level="warning")
+            settings,
+            all_services(),
+            http_api=recall_http_api("127.0.0.1", http_port, log_level="warning", sock=servers.http_socket),
         )
         if on_ready is not None:
             on_ready(settings)

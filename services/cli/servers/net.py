@@ -30,23 +30,33 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def ensure_port_free(port: int, what: str, host: str = "127.0.0.1") -> None:
-    """Raise PortInUseError naming the component when `port` cannot be bound. The test bind uses
-    SO_REUSEADDR, as uvicorn, nats-server and redis-server do for their own listeners: a port whose
-    last connections linger in TIME-WAIT (a stack stopped a moment ago) is free for them, and only a
-    port somebody listens on is refused."""
+def claim_port(port: int, what: str, host: str = "127.0.0.1") -> socket.socket:
+    """A socket listening on `host:port`, for the caller to serve (PortInUseError naming the
+    component when it cannot be bound). SO_REUSEADDR, as uvicorn, nats-server and redis-server set
+    for their own listeners: a port whose last connections linger in TIME-WAIT (a stack stopped a
+    moment ago) is free for them, and only a port somebody listens on is refused. Listening at once:
+    a socket only bound with SO_REUSEADDR does not keep another such bind off the port. Held, the
+    port is also out of reach of the outgoing connections the process makes meanwhile."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn picks it
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            reason = (
-                "the port is already in use (stop whatever holds it or choose another port)"
-                if exc.errno == errno.EADDRINUSE
-                else f"{exc.strerror or exc} (check the host)"
-            )
-            raise PortInUseError(f"{what} cannot use {host}:{port}: {reason}") from exc
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        reason = (
+            "the port is already in use (stop whatever holds it or choose another port)"
+            if exc.errno == errno.EADDRINUSE
+            else f"{exc.strerror or exc} (check the host)"
+        )
+        raise PortInUseError(f"{what} cannot use {host}:{port}: {reason}") from exc
+    sock.listen()
+    return sock
+
+
+def ensure_port_free(port: int, what: str, host: str = "127.0.0.1") -> None:
+    """Raise PortInUseError naming the component when `port` cannot be bound (`claim_port`, let go)."""
+    claim_port(port, what, host).close()
 
 
 def port_answers(port: int, host: str = "127.0.0.1", timeout_s: float = 0.2) -> bool:

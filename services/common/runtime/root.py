@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,9 @@ class HttpApi:
     host: str
     port: int
     log_level: str = "info"
+    # A socket bound to host:port already, served instead of binding at start (`tiermem up` claims its
+    # port before it starts anything, so nothing started meanwhile can take it). None: bind at start.
+    sock: socket.socket | None = None
 
 
 class ServiceRoot:
@@ -168,7 +172,9 @@ class ServiceRoot:
         )
         server = uvicorn.Server(config)
         self._http_server = server
-        self._http_task = asyncio.create_task(_serve_http(server, f"{self._http_api.host}:{self._http_api.port}"))
+        address = f"{self._http_api.host}:{self._http_api.port}"
+        sockets = None if self._http_api.sock is None else [self._http_api.sock]
+        self._http_task = asyncio.create_task(_serve_http(server, address, sockets))
         while not server.started:
             if self._http_task.done():
                 self._http_task.result()
@@ -230,12 +236,12 @@ class HttpApiStartFailed(RuntimeError):
     """The HTTP API did not start (its port is taken, or its app's start-up failed)."""
 
 
-async def _serve_http(server: uvicorn.Server, address: str) -> None:
+async def _serve_http(server: uvicorn.Server, address: str, sockets: list[socket.socket] | None) -> None:
     """uvicorn's serve(), with its start-up failure as an error of this task: uvicorn calls
     sys.exit() when it cannot bind or its lifespan fails, and a SystemExit in a task escapes the
     event loop, skipping the stop of everything already started (its reason is logged by uvicorn)."""
     try:
-        await server.serve()
+        await server.serve(sockets=sockets)
     except SystemExit:
         raise HttpApiStartFailed(f"the HTTP API did not start on {address} (the reason is logged above)") from None
 
