@@ -30,6 +30,17 @@ class Subjects:
     def dead_letter_stream(self) -> str:
         return f"{self._stream_prefix}_DLQ"
 
+    @property
+    def advisory_stream(self) -> str:
+        """JetStream's MAX_DELIVERIES advisories about the consumers of the two streams above that
+        consumers read: kept, so that one announced while no process listened is still handled."""
+        return f"{self._stream_prefix}_ADVISORIES"
+
+    @property
+    def consumed_streams(self) -> tuple[str, str]:
+        """The streams the services' durable consumers read."""
+        return (self.session_stream, self.derived_stream)
+
     # ---- subjects -----------------------------------------------------------------------------
     def session_completed(self, tenant_id: str, user_id: str) -> str:
         return f"{self.root}.session.completed.v1.{tenant_id}.{user_id}"
@@ -75,6 +86,16 @@ class Subjects:
 
     def all_dead_letters(self) -> str:
         return f"{self.root}.dlq.v1.>"
+
+    @staticmethod
+    def max_deliveries_advisory(stream: str, consumer: str) -> str:
+        """Where JetStream announces that a message of `consumer` (on `stream`) ran out of deliveries;
+        `consumer` may be `*`."""
+        return f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{stream}.{consumer}"
+
+    def all_max_deliveries_advisories(self) -> list[str]:
+        """The advisories of every consumer of the consumed streams (the advisory stream's subjects)."""
+        return [self.max_deliveries_advisory(stream, "*") for stream in self.consumed_streams]
 
     def user_filter(self, kind: str, tenant_id: str, user_id: str) -> str:
         """Subject matching every message of one kind for one user (used to purge)."""

@@ -4,7 +4,6 @@ wrapper (explicit acks, bounded redelivery on one retry schedule, dead letters) 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -16,12 +15,10 @@ import nats
 from faststream import AckPolicy
 from faststream.nats import JStream, NatsBroker, NatsMessage, PullSub
 from nats.aio.client import Client as NatsClient
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from nats.errors import NoServersError
 from nats.js import JetStreamContext
 from nats.js import api as js_api
-from nats.js.errors import BadRequestError, NotFoundError
+from nats.js.errors import BadRequestError
 from opentelemetry import trace
 from pydantic import BaseModel, ValidationError
 
@@ -108,6 +105,13 @@ def stream_configs(settings: NatsSettings) -> list[js_api.StreamConfig]:
             max_age=settings.session_max_age_days * day,
             **common,
         ),
+        js_api.StreamConfig(
+            name=subjects.advisory_stream,
+            description="JetStream's MAX_DELIVERIES advisories about the services' consumers (runtime/exhausted.py).",
+            subjects=subjects.all_max_deliveries_advisories(),
+            max_age=settings.session_max_age_days * day,
+            **common,
+        ),
     ]
 
 
@@ -139,8 +143,31 @@ def consumer_config(spec: ConsumerSpec, settings: NatsSettings) -> js_api.Consum
     )
 
 
+def exhausted_watch_durable(spec: ConsumerSpec) -> str:
+    """The durable consumer, on the advisory stream, through which the processes running `spec` read
+    its MAX_DELIVERIES advisories (runtime/exhausted.py); its replicas share it."""
+    return f"{spec.durable}-exhausted"
+
+
+def exhausted_watch_config(spec: ConsumerSpec) -> js_api.ConsumerConfig:
+    """Every advisory of `spec`'s consumer, from the first one kept; delivered until acked (writing the
+    dead-letter record is idempotent, so a retry never makes a second one)."""
+    return js_api.ConsumerConfig(
+        durable_name=exhausted_watch_durable(spec),
+        description=f"MAX_DELIVERIES advisories of {spec.durable}, dead-lettered by its processes",
+        deliver_policy=js_api.DeliverPolicy.ALL,
+        ack_policy=js_api.AckPolicy.EXPLICIT,
+        ack_wait=30.0,
+        max_deliver=-1,
+        filter_subject=Subjects.max_deliveries_advisory(spec.stream, spec.durable),
+        replay_policy=js_api.ReplayPolicy.INSTANT,
+    )
+
+
 async def provision(js: JetStreamContext, settings: NatsSettings, consumers: Sequence[ConsumerSpec] = ()) -> None:
-    """Create or update every stream and the given durable consumers. Idempotent."""
+    """Create or update every stream, the given durable consumers and, for each, the consumer of its
+    advisories (`exhausted_watch_config`). Idempotent."""
+    subjects = Subjects(settings.subject_root)
     for stream_config in stream_configs(settings):
         try:
             await js.add_stream(config=stream_config)
@@ -149,14 +176,19 @@ async def provision(js: JetStreamContext, settings: NatsSettings, consumers: Seq
                 raise
             await js.update_stream(config=stream_config)
     for spec in consumers:
-        config = consumer_config(spec, settings)
-        try:
-            await js.add_consumer(spec.stream, config=config)
-        except BadRequestError as exc:
-            # An existing durable with other settings: update the mutable fields in place.
-            if "already exists" not in (exc.description or "") and exc.err_code != 10148:
-                raise
-            await js.add_consumer(spec.stream, config=config)
+        # The advisories' consumer first: an advisory of the new consumer is never announced before it.
+        await _add_or_update_consumer(js, subjects.advisory_stream, exhausted_watch_config(spec))
+        await _add_or_update_consumer(js, spec.stream, consumer_config(spec, settings))
+
+
+async def _add_or_update_consumer(js: JetStreamContext, stream: str, config: js_api.ConsumerConfig) -> None:
+    try:
+        await js.add_consumer(stream, config=config)
+    except BadRequestError as exc:
+        # An existing durable with other settings: update the mutable fields in place.
+        if "already exists" not in (exc.description or "") and exc.err_code != 10148:
+            raise
+        await js.add_consumer(stream, config=config)
 
 
 class BrokerUnavailable(ConnectionError):
@@ -503,44 +535,3 @@ def durable_subscriber(
     async def _consume(body: bytes, msg: NatsMessage) -> None:
         del body  # the same bytes as msg.raw_message.data
         await consumer.consume(msg)
-
-
-def max_deliveries_advisory_subject(spec: ConsumerSpec) -> str:
-    """Where JetStream announces that a message of this consumer ran out of deliveries."""
-    return f"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.{spec.stream}.{spec.durable}"
-
-
-async def watch_max_deliveries(
-    nc: NatsClient, consumers: Sequence[ConsumerSpec], dead_letters: DeadLetterWriter
-) -> list[Subscription]:
-    """Dead-letter messages whose deliveries ran out without any handler answering (a worker that
-    crashed or hung every time). Listens to the advisories of exactly `consumers` (the ones this
-    process runs), so a process never writes records for consumers it knows nothing about. The
-    record id is the same as the handler's own and every replica derives the same one, so a
-    message never appears twice in the dead-letter stream."""
-    js = nc.jetstream()
-
-    async def _on_advisory(advisory_msg: Msg) -> None:
-        try:
-            advisory = json.loads(advisory_msg.data)
-            stream = str(advisory["stream"])
-            consumer = str(advisory["consumer"])
-            sequence = int(advisory["stream_seq"])
-            deliveries = int(advisory.get("deliveries", 0))
-            stored = await js.get_msg(stream, sequence)
-        except (KeyError, ValueError, NotFoundError) as exc:
-            log.error("cannot dead-letter from advisory %r: %s", advisory_msg.data[:500], exc)
-            return
-        await dead_letters.write(
-            subject=stored.subject or "",
-            stream=stream,
-            sequence=sequence,
-            consumer=consumer,
-            deliveries=deliveries,
-            reason=f"no acknowledgement after {deliveries} deliveries (worker crashed or timed out)",
-            kind="exhausted",
-            payload=stored.data or b"",
-        )
-        log.warning("dead-lettered %s seq=%s consumer=%s: no acknowledgement", stream, sequence, consumer)
-
-    return [await nc.subscribe(max_deliveries_advisory_subject(spec), cb=_on_advisory) for spec in consumers]

@@ -20,7 +20,6 @@ from typing import Any
 
 import uvicorn
 from faststream import FastStream
-from nats.aio.subscription import Subscription
 
 from contracts import Subjects
 from services.common.runtime.broker import (
@@ -29,8 +28,8 @@ from services.common.runtime.broker import (
     EventPublisher,
     build_broker,
     provision,
-    watch_max_deliveries,
 )
+from services.common.runtime.exhausted import ExhaustedWatcher
 from services.common.runtime.health import ConsumerHealth, HealthServer
 from services.common.runtime.logs import configure_logging_leniently
 from services.common.runtime.resources import Resources, ServiceContext
@@ -92,7 +91,7 @@ class ServiceRoot:
         self._http_api = http_api
         self._http_server: uvicorn.Server | None = None
         self._http_task: asyncio.Task[None] | None = None
-        self._advisories: list[Subscription] = []
+        self._exhausted: ExhaustedWatcher | None = None
         self._broker_connected = False
         self.health_server: HealthServer | None = None
 
@@ -114,9 +113,9 @@ class ServiceRoot:
 
     async def prepare(self) -> None:
         """What must be in place before the subscribers pull: streams and this root's durable
-        consumers (idempotent), the broker's connection, and the watcher of exactly these
-        consumers, so the advisory of a message that ran out of deliveries while no process ran
-        (it is sent on the next pull) is heard. A root without services (the recall API alone,
+        consumers (idempotent), the broker's connection, and the reader of exactly these consumers'
+        max-deliveries advisories (exhausted.py: kept in a stream, so one announced while no process
+        ran is dead-lettered now). A root without services (the recall API alone,
         the MCP server) needs none of it. First of all, the claim on local store data (Qdrant Edge's
         belongs to one process): a second process on the same data dir stops here, with the reason."""
         self.resources.claim_local_stores()
@@ -128,7 +127,8 @@ class ServiceRoot:
         self._broker_connected = True
         await self.broker.connect()
         dead_letters = DeadLetterWriter(EventPublisher(self.broker), self.subjects)
-        self._advisories = await watch_max_deliveries(await self.resources.nats(), consumers, dead_letters)
+        self._exhausted = ExhaustedWatcher(await self.resources.nats(), self.subjects, consumers, dead_letters)
+        await self._exhausted.start()
         await self._start_health()
 
     async def _start_health(self) -> None:
@@ -214,10 +214,9 @@ class ServiceRoot:
         for task in background:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        advisories, self._advisories = self._advisories, []
-        for subscription in advisories:
-            with contextlib.suppress(Exception):
-                await subscription.unsubscribe()
+        exhausted, self._exhausted = self._exhausted, None
+        if exhausted is not None:
+            await exhausted.stop()
 
     async def _stop_http(self) -> None:
         if self._http_server is not None:
