@@ -110,7 +110,7 @@ async def test_an_advisory_announced_while_no_process_listened_is_dead_lettered_
 
 async def _all_acked(js: JetStreamContext, stream: str, durable: str) -> bool:
     info = await js.consumer_info(stream, durable)
-    return info.num_ack_pending == 0 and info.num_pending == 0 and info.ack_floor.stream_seq >= 1
+    return bool(info.num_ack_pending == 0 and info.num_pending == 0 and info.ack_floor.stream_seq >= 1)
 
 
 async def test_an_advisory_whose_record_cannot_be_written_is_retried_not_dropped(
@@ -165,4 +165,4 @@ async def test_an_advisory_whose_record_cannot_be_written_is_retried_not_dropped
 
 async def _delivered_more_than_once(js: JetStreamContext, stream: str, durable: str) -> bool:
     info = await js.consumer_info(stream, durable)
-    return info.num_redelivered >= 1
+    return bool(info.num_redelivered >= 1)
