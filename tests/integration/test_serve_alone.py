@@ -146,8 +146,9 @@ async def test_serve_alone_dead_letters_a_message_whose_worker_dies_on_every_del
     summarizer_processes: ServeProcesses,
 ) -> None:
     """Each delivery reaches the LLM call (the stub holds it; the worker keeps sending in-progress
-    acks) and the worker is killed there. Only the `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES`
-    watcher of a serve process can dead-letter such a message: no handler ever answers for it."""
+    acks) and the worker is killed there. Only the reader of the `$JS.EVENT.ADVISORY.CONSUMER.
+    MAX_DELIVERIES` advisories (runtime/exhausted.py) can dead-letter such a message: no handler ever
+    answers for it."""
     subjects = Subjects(nats_settings.subject_root)
     js = nats_client.jetstream()
     for _ in range(2):  # one held LLM call per delivery; a third call would be unscripted and fail
@@ -174,8 +175,9 @@ async def test_serve_alone_dead_letters_a_message_whose_worker_dies_on_every_del
         )
         worker.kill()
         await worker.wait()
-        # The next process stays up; after the last delivery its pulls make JetStream notice that
-        # the message ran out of deliveries, and its watcher hears the advisory.
+        # The next process stays up. After the last delivery's ack wait, a pull (the killed worker's
+        # own, still waiting, or this process's) makes JetStream announce that the message ran out of
+        # deliveries; the advisory stream keeps it, however early, and this process reads it there.
         worker = await summarizer_processes.start()
 
     async def _dead_letters() -> list[object]:
