@@ -3,9 +3,10 @@
 - A keyword hit that the dense branch did not return still gets its dense part, from Edge's own
   cosine (no vectors cross into Python), whether the keyword branch ran while the query embedded or
   after.
-- Payloads are read by id when no write came between the branches and the read (those of the
-  keyword branch's best while the query embeds), and through the search's filter when one did;
-  never another owner's.
+- Payloads are read by id when no write that may change which points pass the search's conditions
+  came between the branches and the read (those of the keyword branch's best while the query
+  embeds), and through the search's filter when one did; never another owner's. A recall count is not
+  such a write.
 - An owner's point count is remembered until points are added or deleted: a payload write (a recall
   count) does not make the next search count again, an upsert or a delete does.
 
@@ -182,6 +183,36 @@ async def test_a_write_while_the_query_embeds_sends_the_read_through_the_filter(
     # through the search's filter, which it no longer passes.
     assert await web_only == []
     assert calls.calls.get("retrieve") == 1 and calls.calls.get("scroll") == 1
+
+
+@pytest.mark.parametrize(
+    ("write", "through_the_filter"),
+    [
+        ({"recall_count": 3, "last_recalled_at_ts": 1.0}, False),  # a recall count: no search filters on it
+        ({"scope": "work"}, False),  # a field this search (channel only) does not filter on
+        ({"occurred_at_ts": 5.0}, True),  # the recent window's time (and key)
+        (None, True),  # a point added
+    ],
+    ids=["recall-count", "unfiltered-field", "window-time", "upsert"],
+)
+async def test_only_a_write_that_may_change_the_result_sends_the_read_through_the_filter(
+    index: EdgeVectorIndex, write: dict[str, Any] | None, through_the_filter: bool
+) -> None:
+    calls = counting(index)
+    vector, web_only = await search_while_embedding(
+        index, limit=1, search_filter=SearchFilter(match={"channel": "web"})
+    )
+    if write is None:
+        await index.upsert(EPISODES, ALICE, [record(ALICE, "later", axis(3), [5], channel="web")])
+    else:
+        await index.set_payload(EPISODES, ALICE, [point_id(ALICE, "needle")], write)
+    vector.set_result(QUERY)
+    (needle,) = await web_only
+    assert needle.payload["key"] == "needle"
+    if through_the_filter:
+        assert calls.calls.get("scroll") == 1, calls.calls
+    else:  # the payload read while the query embedded stands: nothing more is read
+        assert calls.calls.get("retrieve") == 1 and "scroll" not in calls.calls, calls.calls
 
 
 async def test_reading_by_id_returns_only_the_owners_points(index: EdgeVectorIndex) -> None:

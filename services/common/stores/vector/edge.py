@@ -43,7 +43,7 @@ import functools
 import itertools
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -72,7 +72,7 @@ from services.common.stores.vector.adapter_support import (
     resolve_query_vector,
     scored_records,
 )
-from services.common.stores.vector.edge_filters import edge_filter, read_payloads, retrieve_payloads
+from services.common.stores.vector.edge_filters import edge_filter, filtered_fields, read_payloads, retrieve_payloads
 from services.common.stores.vector.edge_owner_terms import OwnerTermIndex
 from services.common.stores.vector.edge_power import PowerUserSearch, SearchScope, run_branches
 from services.common.stores.vector.edge_window import DEFAULT_WINDOW_POINTS, RecentWindows
@@ -110,12 +110,17 @@ class _Collection:
     deleted_points: int = 0  # points deleted since the last compaction (counted from this process's start)
     # Writes wait here while a build copies the shard's files (reads go on).
     write_gate: asyncio.Lock = field(default_factory=asyncio.Lock)
-    # Stamps, unique in the process: `write_stamp` changes at every update (`_apply`), so a search during
-    # which it stayed put saw no write; `count_stamp` when points are added or deleted (`_recount`), so
-    # an owner's point count taken at it is still the count (a payload write, such as a recall count,
-    # moves no point).
-    write_stamp: int = field(default_factory=lambda: next(_STAMPS))
+    # Stamps, unique in the process and increasing. `points_stamp` changes at every update but a payload
+    # write (`_apply`), `field_stamps[key]` at every payload write setting `key`: a search can tell if a
+    # write since it began may change which points pass its conditions (not a recall count: no search
+    # filters on it). `count_stamp`: points added or deleted (`_recount`); a payload write moves none.
+    points_stamp: int = field(default_factory=lambda: next(_STAMPS))
+    field_stamps: dict[str, int] = field(default_factory=dict)
     count_stamp: int = field(default_factory=lambda: next(_STAMPS))
+
+    def changed_since(self, stamp: int, fields: Iterable[str]) -> bool:
+        """Whether a write after `stamp` changed points, or set any of the payload `fields`."""
+        return self.points_stamp > stamp or any(self.field_stamps.get(key, 0) > stamp for key in fields)
 
 
 class EdgeVectorIndex:
@@ -416,7 +421,7 @@ class EdgeVectorIndex:
         if not update or conditions.matches_nothing:
             return
         async with opened.write_gate:
-            _apply(opened, qe.UpdateOperation.set_payload_by_filter(edge_filter(conditions), update))
+            _apply(opened, qe.UpdateOperation.set_payload_by_filter(edge_filter(conditions), update), fields=update)
         if edge_window.WINDOW_TIME_FIELD in update:  # a point may have moved into the window: find it again
             self.dense_windows.forget(collection, owner)
 
@@ -460,7 +465,7 @@ class EdgeVectorIndex:
         conditions = owner_conditions(owner, search_filter)
         if conditions.matches_nothing:
             return []
-        write_stamp = opened.write_stamp
+        began = next(_STAMPS)
         points = self._power.owner_points(opened.shard, collection, owner, stamp=opened.count_stamp)
         scope = SearchScope(opened.shard, collection, owner, conditions, self._fusion.candidates(limit), points)
         alive = functools.partial(self._is_open, collection, opened)
@@ -503,10 +508,11 @@ class EdgeVectorIndex:
         )
         # The fused best's payloads (the branches read none: ~3x cheaper each, measured). A keyword
         # branch that ran while the query embedded may have seen a point that a write changed meanwhile:
-        # after any write they are read again through the search's conditions; with none, every hit
-        # passed them in its branch, and reading by id alone costs about half (measured).
+        # after a write that may change which points pass the search's conditions they are read again
+        # through them; otherwise every hit passed them in its branch, and reading by id alone costs
+        # about half (measured). Not after a recall count: it sets no field a search filters on.
         fused_ids = [hit.id for hit in fused]
-        if opened.write_stamp != write_stamp:
+        if opened.changed_since(began, filtered_fields(conditions)):
             return scored_records(fused, read_payloads(opened.shard, conditions, fused_ids))
         missing = [point for point in fused_ids if point not in prefetched]
         return scored_records(fused, {**prefetched, **retrieve_payloads(opened.shard, owner, missing)})
@@ -581,9 +587,14 @@ def _recount(opened: _Collection) -> None:
     opened.count_stamp = next(_STAMPS)
 
 
-def _apply(opened: _Collection, operation: qe.UpdateOperation) -> None:
-    """Apply an update; while a build runs, also journal it for the replay into the built copy."""
+def _apply(opened: _Collection, operation: qe.UpdateOperation, *, fields: Iterable[str] | None = None) -> None:
+    """Apply an update (`fields`: the payload fields it sets, when that is all it does; None: it adds,
+    deletes or rewrites points); while a build runs, also journal it for the replay into the built copy."""
     opened.shard.update(operation)
-    opened.write_stamp = next(_STAMPS)
+    stamp = next(_STAMPS)
+    if fields is None:
+        opened.points_stamp = stamp
+    else:
+        opened.field_stamps.update(dict.fromkeys(fields, stamp))
     if opened.journal is not None:
         opened.journal.append(operation)

@@ -68,3 +68,11 @@ def retrieve_payloads(shard: qe.EdgeShard, owner: Owner, ids: Sequence[str]) -> 
         for record in records
         if record.payload is not None and owns(owner, record.payload)
     }
+
+
+def filtered_fields(conditions: Conditions) -> set[str]:
+    """The payload fields a search with `conditions` reads to decide which points pass: the
+    conditions' own, and the recent window's (edge_window.py) that its dense branch may add."""
+    fields = {key for key, _ in conditions.equals} | {key for key, _ in conditions.any_of}
+    fields |= {key for key, _, _ in conditions.ranges}
+    return fields | {edge_window.WINDOW_KEY_FIELD, edge_window.WINDOW_TIME_FIELD}
