@@ -530,12 +530,9 @@ class EdgeVectorIndex:
 
     async def get(self, collection: str, owner: Owner, ids: Sequence[str]) -> list[port.StoredRecord]:
         opened = self._collection(collection)
-        conditions = owner_conditions(owner)
-        conditions.ids = point_ids(ids)
-        if conditions.matches_nothing:
-            return []
-        found = read_payloads(opened.shard, conditions, conditions.ids)
-        return [port.StoredRecord(wanted, found[wanted]) for wanted in conditions.ids if wanted in found]
+        wanted_ids = point_ids(ids)
+        found = retrieve_payloads(opened.shard, owner, wanted_ids)  # the owner checked on each (no filter: ~2x cheaper)
+        return [port.StoredRecord(wanted, found[wanted]) for wanted in wanted_ids if wanted in found]
 
     async def scroll(
         self,
