@@ -18,7 +18,6 @@ from nats.js import api as js_api
 
 from contracts import SessionCompleted, Subjects
 from services.common.runtime.broker import (
-    ConsumerSpec,
     DeadLetterWriter,
     Delivery,
     EventPublisher,
@@ -29,25 +28,16 @@ from services.common.runtime.broker import (
     retry_window_s,
 )
 from services.common.runtime.settings import NatsSettings, TierMemSettings
-from tests.support.events import session_event, stream_messages, wait_for
+from tests.support.events import session_consumer, session_event, stream_messages, wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def _spec(subjects: Subjects, durable: str) -> ConsumerSpec:
-    return ConsumerSpec(
-        durable=durable,
-        stream=subjects.session_stream,
-        filter_subjects=(subjects.all_session_completed(),),
-        description=f"test consumer {durable}",
-    )
 
 
 async def _subscribe(
     nats_settings: NatsSettings, nats_client: NatsClient, handlers: dict[str, Handler[SessionCompleted]]
 ) -> tuple[NatsBroker, EventPublisher, Subjects]:
     subjects = Subjects(nats_settings.subject_root)
-    specs = [_spec(subjects, durable) for durable in handlers]
+    specs = [session_consumer(subjects, durable) for durable in handlers]
     await provision(nats_client.jetstream(), nats_settings, specs)
     broker = build_broker(TierMemSettings(nats=nats_settings), "test")
     publisher = EventPublisher(broker)

@@ -21,18 +21,9 @@ from services.common.runtime.broker import (
 )
 from services.common.runtime.exhausted import ExhaustedWatcher
 from services.common.runtime.settings import NatsSettings, TierMemSettings
-from tests.support.events import decoded, session_event, stream_messages, wait_for
+from tests.support.events import decoded, session_consumer, session_event, stream_messages, wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def _spec(subjects: Subjects, durable: str) -> ConsumerSpec:
-    return ConsumerSpec(
-        durable=durable,
-        stream=subjects.session_stream,
-        filter_subjects=(subjects.all_session_completed(),),
-        description="test consumer",
-    )
 
 
 async def _exhaust_without_answering(js: JetStreamContext, subjects: Subjects, spec: ConsumerSpec) -> None:
@@ -56,7 +47,7 @@ async def test_an_advisory_announced_while_no_process_listened_is_dead_lettered_
 ) -> None:
     settings = nats_settings.model_copy(update={"ack_wait_s": 1.0, "max_deliver": 2})
     subjects = Subjects(settings.subject_root)
-    crashing, other = _spec(subjects, "crashing"), _spec(subjects, "other")
+    crashing, other = session_consumer(subjects, "crashing"), session_consumer(subjects, "other")
     js = nats_client.jetstream()
     await provision(js, settings, [crashing])
     event = session_event()
@@ -120,7 +111,7 @@ async def test_an_advisory_whose_record_cannot_be_written_is_retried_not_dropped
     when it is being restored): the advisory is nakked and handled on a later delivery."""
     settings = nats_settings.model_copy(update={"ack_wait_s": 1.0, "max_deliver": 2})
     subjects = Subjects(settings.subject_root)
-    crashing = _spec(subjects, "crashing")
+    crashing = session_consumer(subjects, "crashing")
     js = nats_client.jetstream()
     await provision(js, settings, [crashing])
     dlq_info = await js.stream_info(subjects.dead_letter_stream)

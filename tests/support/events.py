@@ -13,7 +13,18 @@ from typing import Any
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
-from contracts import SessionCompleted
+from contracts import SessionCompleted, Subjects
+from services.common.runtime.broker import ConsumerSpec
+
+
+def session_consumer(subjects: Subjects, durable: str) -> ConsumerSpec:
+    """A durable consumer of every SessionCompleted, as a test's own service would declare it."""
+    return ConsumerSpec(
+        durable=durable,
+        stream=subjects.session_stream,
+        filter_subjects=(subjects.all_session_completed(),),
+        description=f"test consumer {durable}",
+    )
 
 
 def session_event(
