@@ -6,10 +6,11 @@ Why a stream and not a subscription: the advisory is announced on core NATS, to 
 that moment. nats-server 2.15 announces it when it next tries to deliver the message after the last
 delivery's ack wait, which any pull request still waiting makes it do, even one of a process that was
 killed meanwhile: the server drops such a request only after it has taken the next message, advisory
-and all (consumer.go `loopAndGatherMsgs`, then the interest check of `nextWaiting`). Newer servers
-announce it at the ack wait's expiry (`checkPending`). A worker that crashes on a message usually
-takes its process down, so either way the advisory often comes while no process of that consumer
-listens (a pod restarting, `tiermem serve` started again). A plain subscription then missed it, and
+and all (consumer.go `loopAndGatherMsgs`, then the interest check of `nextWaiting`; measured: a pull
+request left by a closed connection made 2.15.1 announce it with no process pulling). The server's
+current source announces it at the ack wait's expiry instead (`checkPending`). A worker that crashes
+on a message usually takes its process down, so either way the advisory often comes while no process
+of that consumer listens (a pod restarting, `tiermem serve` started again). A plain subscription then missed it, and
 the message was neither processed nor dead-lettered: lost without a trace. The serve-alone test
 caught it: the killed worker's pull request (5 s) outlived its delivery's ack wait (2 s there).
 
