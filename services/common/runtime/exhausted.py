@@ -10,9 +10,10 @@ and all (consumer.go `loopAndGatherMsgs`, then the interest check of `nextWaitin
 request left by a closed connection made 2.15.1 announce it with no process pulling). The server's
 current source announces it at the ack wait's expiry instead (`checkPending`). A worker that crashes
 on a message usually takes its process down, so either way the advisory often comes while no process
-of that consumer listens (a pod restarting, `tiermem serve` started again). A plain subscription then missed it, and
-the message was neither processed nor dead-lettered: lost without a trace. The serve-alone test
-caught it: the killed worker's pull request (5 s) outlived its delivery's ack wait (2 s there).
+of that consumer listens (a pod restarting, `tiermem serve` started again). A plain subscription
+then missed it, and the message was neither processed nor dead-lettered: lost without a trace. The
+serve-alone test caught it: the killed worker's pull request (5 s) outlived its delivery's ack wait
+(2 s there).
 
 So the advisory stream (`Subjects.advisory_stream`, broker.stream_configs) keeps every advisory about
 the services' consumers, and each consumer has a durable consumer of its advisories on that stream
