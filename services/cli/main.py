@@ -137,9 +137,11 @@ def serve(
         err_console.print(f"[red]error:[/] unknown service {service!r}; one of {', '.join(definitions)}, recall-api")
         raise typer.Exit(2)
     faststream_app = create_service_app(definitions[service], settings)
+    from services.common.runtime.broker import BrokerUnavailable
+
     try:
         asyncio.run(faststream_app.run())
-    except DirInUse as exc:  # raised by the start-up hooks, before the broker starts
+    except (DirInUse, BrokerUnavailable) as exc:  # raised by the start-up hooks, before the broker starts
         err_console.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from exc
 

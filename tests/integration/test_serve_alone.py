@@ -199,3 +199,32 @@ async def test_serve_alone_dead_letters_a_message_whose_worker_dies_on_every_del
     assert json.loads(record["payload"])["event_id"] == str(event.event_id)
     assert len(llm_stub.requests("chat")) == 2, "the message was not delivered a third time"
     assert worker.returncode in (0, -signal.SIGTERM), summarizer_processes.logs()
+
+
+async def test_serve_alone_without_a_broker_exits_with_one_clear_line(tmp_path: Path) -> None:
+    """No NATS server where the settings point: after its connect timeout the process says so in one
+    line and exits 2 (a traceback ending in a bare TimeoutError said nothing an operator could act on)."""
+    from services.cli.servers.net import free_port
+
+    env = {
+        **os.environ,
+        "TIERMEM_DATA_DIR": str(tmp_path / "no-stack-here"),
+        "TIERMEM_NATS__URL": f"nats://127.0.0.1:{free_port()}",
+        "TIERMEM_NATS__CONNECT_TIMEOUT_S": "1",
+        "TIERMEM_VECTOR__PATH": str(tmp_path / "edge"),
+    }
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "services.cli",
+        "serve",
+        "episodic-summarizer",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
+    output = (stdout + stderr).decode()
+    assert process.returncode == 2, output
+    assert "error: cannot reach NATS at nats://127.0.0.1:" in output
+    assert "Traceback" not in output and "╭" not in output, output

@@ -195,6 +195,11 @@ class BrokerUnavailable(ConnectionError):
     """No NATS server answered within the bounded number of connection attempts."""
 
 
+class BrokerConnectTimeout(BrokerUnavailable, TimeoutError):
+    """No NATS server answered within a process's first-connect timeout (still a TimeoutError for
+    callers that bound the wait themselves)."""
+
+
 BOUNDED_CONNECT_ATTEMPTS = 2
 """Connection attempts (each up to `connect_timeout_s`, 2 s apart) of a short-lived client such as a
 CLI command: it fails with a clear error instead of waiting forever for a stack that is not there."""

@@ -14,7 +14,13 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from contracts import Subjects
-from services.common.runtime.broker import DeadLetterWriter, EventPublisher, connect_nats
+from services.common.runtime.broker import (
+    BrokerConnectTimeout,
+    DeadLetterWriter,
+    EventPublisher,
+    connect_nats,
+    unreachable_message,
+)
 from services.common.runtime.settings import TierMemSettings
 from services.common.runtime.telemetry import TracedCypherExecutor, traced_vector_index
 
@@ -52,10 +58,13 @@ class Resources:
         if self._nats is None or self._nats.is_closed:
             async with self._lock:
                 if self._nats is None or self._nats.is_closed:
-                    self._nats = await asyncio.wait_for(
-                        connect_nats(self.settings.nats, "tiermem-resources"),
-                        timeout=self.settings.nats.connect_timeout_s + 1,
-                    )
+                    try:
+                        self._nats = await asyncio.wait_for(
+                            connect_nats(self.settings.nats, "tiermem-resources"),
+                            timeout=self.settings.nats.connect_timeout_s + 1,
+                        )
+                    except TimeoutError as exc:  # the reason an operator can act on, not a bare timeout
+                        raise BrokerConnectTimeout(unreachable_message(self.settings.nats)) from exc
         return self._nats
 
     async def jetstream(self) -> JetStreamContext:
