@@ -8,6 +8,7 @@ field holding a lone surrogate, NaN or 30 MB of text is named, not repeated."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,13 @@ from services.recall_api.auth import bearer_token, tenant_for_key
 from services.recall_api.write_schemas import ErrorDetail, ErrorResponse
 
 log = logging.getLogger(__name__)
+
+# A refused body is still read (and dropped, never kept) within these bounds before the refusal is
+# sent, as nginx's lingering close does: a connection closed while the upload is still arriving makes
+# the kernel answer the rest with a reset, and the client, still sending, reads "connection reset by
+# peer" instead of the 4xx and its reason. A body declared larger than this is cut off at once.
+REFUSED_BODY_DRAIN_BYTES = 16 * 1024 * 1024
+REFUSED_BODY_DRAIN_SECONDS = 5.0
 
 _MAX_DETAIL_CHARS = 500
 _MAX_ERRORS = 20
@@ -137,9 +145,11 @@ class RequestGuard:
             return
         authorization, declared = _auth_and_length(scope["headers"])
         if tenant_for_key(self._api_keys, bearer_token(authorization)) is None:
+            await discard_refused_body(scope, receive)
             await _send_error(send, 401, "missing or invalid API key", {"www-authenticate": "Bearer"})
             return
         if declared is not None and (not declared.strip().isdigit() or int(declared) > self._max):
+            await discard_refused_body(scope, receive)
             await _send_error(send, 413, f"request body is larger than {self._max} bytes")
             return
         await self._guarded(scope, receive, send)
@@ -168,7 +178,35 @@ class RequestGuard:
         except _BodyTooLarge:
             if started:
                 raise
+            await discard_refused_body(scope, receive)
             await _send_error(send, 413, f"request body is larger than {self._max} bytes")
+
+
+async def discard_refused_body(scope: Scope, receive: Receive) -> None:
+    """Read what is left of a refused request's body and drop it, within the drain bounds, so the
+    refusal reaches a client that is still uploading. A client that sent `Expect: 100-continue` is
+    waiting for a go-ahead that a refusal never gives: there is nothing to drain."""
+    declared: int | None = None
+    for name, value in scope["headers"]:
+        lowered = name.lower()
+        if lowered == b"expect" and value.lower().startswith(b"100-continue"):
+            return
+        if lowered == b"content-length":
+            declared = int(value) if value.strip().isdigit() else REFUSED_BODY_DRAIN_BYTES + 1
+    if declared is not None and declared > REFUSED_BODY_DRAIN_BYTES:
+        return
+    drained = 0
+    try:
+        async with asyncio.timeout(REFUSED_BODY_DRAIN_SECONDS):
+            while drained <= REFUSED_BODY_DRAIN_BYTES:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return
+                drained += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    return
+    except TimeoutError:
+        return
 
 
 def _auth_and_length(raw_headers: Sequence[tuple[bytes, bytes]]) -> tuple[str | None, str | None]:

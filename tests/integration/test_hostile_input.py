@@ -213,3 +213,42 @@ async def test_mcp_tools_refuse_hostile_arguments_without_a_server_error(served:
             failed = "error" in reply or reply.get("result", {}).get("isError")
             rejected = (reply.get("result", {}).get("structuredContent") or {}).get("rejected")
             assert failed or rejected, (tool, reply)
+
+
+async def _upload_in_two_halves(base_url: str, path: str, headers: str, body: bytes) -> tuple[int, bytes]:
+    """POST `body` on a raw socket in two halves, giving the server time to answer between them (as a
+    slow link does), then read the answer."""
+    parts = urlsplit(base_url)
+    reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+    try:
+        head = f"POST {path} HTTP/1.1\r\nHost: {parts.netloc}\r\n{headers}Content-Length: {len(body)}\r\n\r\n"
+        writer.write(head.encode("latin-1") + body[: len(body) // 2])
+        await writer.drain()
+        # An answer sent before the body is in would arrive now: give it the time to (or to not).
+        first_byte = asyncio.ensure_future(reader.read(1))
+        await asyncio.wait([first_byte], timeout=0.3)
+        writer.write(body[len(body) // 2 :])
+        await writer.drain()
+        data = await asyncio.wait_for(first_byte, timeout=10) + await asyncio.wait_for(reader.read(), timeout=10)
+    finally:
+        writer.close()
+    return int(data.split(b" ", 2)[1]), data.split(b"\r\n\r\n", 1)[-1]
+
+
+async def test_a_body_over_the_limit_gets_its_refusal_not_a_connection_reset(served: RecallStack) -> None:
+    """A client still uploading when it is refused must read the refusal: were the connection closed
+    with the body unread, the kernel would answer the rest of the upload with a reset and the client
+    would see "connection reset by peer" instead of the reason (as a loaded CI machine once did)."""
+    assert served.base_url is not None
+    key = served.client().headers["Authorization"]
+    form = "Content-Type: application/x-www-form-urlencoded\r\n"
+    api = "Content-Type: application/json\r\n"
+    cases = [
+        ("/ui/login", form, b"api_key=" + b"x" * 2_000_000, 413),
+        ("/v1/recall/auto", api + f"Authorization: {key}\r\n", b'{"message": "' + b"a" * (LIMIT * 3) + b'"}', 413),
+        ("/v1/recall/auto", api, b'{"message": "' + b"a" * (LIMIT * 3) + b'"}', 401),
+    ]
+    for path, headers, body, expected in cases:
+        status, answer = await _upload_in_two_halves(served.base_url, path, headers, body)
+        assert status == expected, (path, status, answer[:200])
+        assert json.loads(answer)["code"] == ("too_large" if expected == 413 else "unauthorized")

@@ -1,12 +1,13 @@
 """The memory browser's forms are small: a POST under /ui declaring a body larger than the limit (or
-not declaring its length, which browsers always do for forms) is refused before it is read. The
+not declaring its length, which browsers always do for forms) is refused before it is parsed (its
+bytes are read and dropped, within bounds, so a client still uploading reads the refusal). The
 `/v1` guard does the same for the API; it does not cover /ui, whose requests carry no Bearer key."""
 
 from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.recall_api.http_guard import error_body
+from services.recall_api.http_guard import discard_refused_body, error_body
 
 # The largest form (an L0 preview: 32k characters of message and 64k of recent turns, up to three
 # UTF-8 bytes each once percent-encoded as up to nine) with room to spare.
@@ -24,12 +25,14 @@ class UiBodyLimit:
             await self._app(scope, receive, send)
             return
         declared = next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"content-length"), None)
+        if declared is not None and declared.strip().isdigit() and int(declared) <= self._max:
+            await self._app(scope, receive, send)
+            return
+        await discard_refused_body(scope, receive)
         if declared is None or not declared.strip().isdigit():
             await _refuse(send, 411, "a form post must declare its length")
-        elif int(declared) > self._max:
-            await _refuse(send, 413, f"request body is larger than {self._max} bytes")
         else:
-            await self._app(scope, receive, send)
+            await _refuse(send, 413, f"request body is larger than {self._max} bytes")
 
 
 async def _refuse(send: Send, status_code: int, detail: str) -> None:
