@@ -53,7 +53,7 @@ async def provision_everything(settings: TierMemSettings) -> ProvisionReport:
     """Streams, every service's durable consumers, the vector collections and the graph schema."""
     from contracts import Subjects
     from services.cli.stack import all_services
-    from services.common.runtime.broker import provision, stream_configs
+    from services.common.runtime.broker import exhausted_watch_durable, provision, stream_configs
     from services.common.runtime.resources import Resources
     from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
 
@@ -77,7 +77,8 @@ async def provision_everything(settings: TierMemSettings) -> ProvisionReport:
         await resources.close()
     return ProvisionReport(
         streams=[str(config.name) for config in stream_configs(settings.nats)],
-        consumers=[f"{spec.stream}/{spec.durable}" for spec in consumers],
+        consumers=[f"{spec.stream}/{spec.durable}" for spec in consumers]
+        + [f"{subjects.advisory_stream}/{exhausted_watch_durable(spec)}" for spec in consumers],
         collections=[EPISODES, PASSAGES, FACTS],
         graph=f"{settings.graph.backend} schema",
     )

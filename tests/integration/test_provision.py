@@ -16,7 +16,7 @@ from nats.aio.client import Client as NatsClient
 from contracts import Subjects
 from services.cli.servers.net import free_port
 from services.cli.stack import all_services
-from services.common.runtime.broker import consumer_config
+from services.common.runtime.broker import consumer_config, exhausted_watch_durable
 from services.common.runtime.settings import NatsSettings
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
 from tests.fixtures.falkordb import FalkorDBGraph
@@ -76,8 +76,17 @@ async def test_provision_creates_everything_and_is_idempotent(
         assert info.config.filter_subjects == consumer_config(spec, settings).filter_subjects
         assert info.config.max_deliver == settings.max_deliver
         before[spec.durable] = info.config
-    for stream in (subjects.session_stream, subjects.derived_stream, subjects.dead_letter_stream):
+        watcher = exhausted_watch_durable(spec)
+        assert (await js.consumer_info(subjects.advisory_stream, watcher)).config.durable_name == watcher
+        assert f"{subjects.advisory_stream}/{watcher}" in out, "the report names the advisories' consumers too"
+    for stream in (
+        subjects.session_stream,
+        subjects.derived_stream,
+        subjects.dead_letter_stream,
+        subjects.advisory_stream,
+    ):
         await js.stream_info(stream)
+        assert stream in out
 
     for collection in (EPISODES, PASSAGES, FACTS):
         assert any((tmp_path / "edge" / collection).iterdir()), f"collection {collection} was created"
