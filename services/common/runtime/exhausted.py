@@ -32,7 +32,6 @@ import json
 import logging
 from collections.abc import Sequence
 
-import nats.errors
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -94,10 +93,15 @@ class ExhaustedWatcher:
         while True:
             try:
                 messages = await subscription.fetch(FETCH_BATCH, timeout=self._fetch_timeout_s)
-            except nats.errors.TimeoutError:
+            except TimeoutError:  # nats.errors.TimeoutError, or the plain one nats-py's fetch raises at times
                 continue
             except Exception as exc:  # disconnected, or the server restarting: the advisories wait in the stream
-                log.warning("cannot read max-deliveries advisories (retry in %ss): %s", self._retry_delay_s, exc)
+                log.warning(
+                    "cannot read max-deliveries advisories (retry in %ss): %s: %s",
+                    self._retry_delay_s,
+                    type(exc).__name__,
+                    exc,
+                )
                 await asyncio.sleep(self._retry_delay_s)
                 continue
             for message in messages:
