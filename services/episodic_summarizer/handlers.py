@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from datetime import timedelta
 
 from faststream.nats import NatsBroker
 
@@ -24,6 +23,7 @@ from services.episodic_summarizer.logic import (
     SummaryOutput,
     build_summary_prompt,
     chunk_passages,
+    episode_expiry,
     extractive_summary,
     is_trivial_session,
     make_abstract,
@@ -113,7 +113,7 @@ async def _write_episode(
         session_id=event.session_id,
         agent_id=event.agent_id,
         occurred_at=event.ended_at,
-        expires_at=event.ended_at + timedelta(days=ctx.settings.episode_ttl_days),
+        expires_at=episode_expiry(event.ended_at, delivery.stored_at, ctx.settings.episode_ttl_days),
         scope=event.scope,
         channel=event.channel,
         language=language,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -54,6 +55,15 @@ class SummaryOutput(BaseModel):
 # ---- triviality and language --------------------------------------------------------------------
 
 _CONVERSATION_ROLES = ("user", "assistant")
+
+
+def episode_expiry(ended_at: datetime, stored_at: datetime, ttl_days: float) -> datetime:
+    """When a session's episode expires: `ttl_days` after the session, or after it reached the stream
+    when that came later. Why the later: an imported transcript of a conversation older than the TTL
+    would otherwise be stored expired, invisible to recall and deleted by the next prune, though its
+    user just asked for it to be remembered. Its date still ages it in ranking (`occurred_at`). Both
+    times come with the message, so a redelivery or a replay of the stream gives the same expiry."""
+    return max(ended_at, stored_at) + timedelta(days=ttl_days)
 
 
 def is_trivial_session(messages: Sequence[Message]) -> bool:

@@ -3,6 +3,7 @@ facts, entities → EntityUpserted → dedup. Replays change nothing."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -15,9 +16,10 @@ from services.common.runtime.broker import EventPublisher, build_broker
 from services.common.runtime.service import ServiceDefinition
 from services.common.runtime.settings import TierMemSettings
 from services.common.stores.episodes import episode_id_for
-from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
+from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES, HybridWeights
 from services.dedup.handlers import DEFINITION as DEDUP
 from services.episodic_summarizer.handlers import DEFINITION as EPISODIC
+from services.recall_api.candidates import episode_filter
 from services.semantic_extractor.handlers import DEFINITION as SEMANTIC
 from tests.support.events import decoded, session_event, stream_messages
 
@@ -99,3 +101,31 @@ async def test_trivial_session_makes_no_episode(stack_settings: TierMemSettings,
     index = await pipeline.resources.vector_index()
     assert await index.count(EPISODES, Owner("acme", "alice")) == 0
     assert pipeline.contexts["episodic-summarizer"].counters.get("sessions_trivial") == 1
+
+
+async def test_an_imported_transcript_older_than_the_ttl_is_remembered(
+    stack_settings: TierMemSettings, pipeline: RunningServices
+) -> None:
+    """A conversation from three years ago, imported today: its episode expires a TTL after the import
+    (not two years ago), so recall's expiry filter and the pruner keep it; its date stays its own."""
+    ended = datetime.now(UTC) - timedelta(days=3 * 365)
+    event = session_event(ended_at=ended)
+    before = datetime.now(UTC)
+    await publish(stack_settings, event)
+    await wait_until_idle(stack_settings, DEFINITIONS, timeout_s=120)
+    index = await pipeline.resources.vector_index()
+    owner = Owner("acme", "alice")
+    (episode,) = await index.scroll(EPISODES, owner)
+    ttl = timedelta(days=stack_settings.episode_ttl_days)
+    assert episode.payload["expires_at_ts"] >= (before + ttl).timestamp() - 5, "counted from the import"
+    assert episode.payload["occurred_at_ts"] == ended.timestamp(), "the session keeps its own date"
+    store, query = await pipeline.resources.episodes(), "DGIA billing service"
+    found = await store.search(
+        owner,
+        dense=await pipeline.resources.embedder().embed_query(query),
+        sparse=pipeline.resources.keywords().encode_query(query),
+        weights=HybridWeights(keyword=0.5, dense=0.5),
+        limit=5,
+        search_filter=episode_filter("private", None, datetime.now(UTC)),  # recall's, expiry included
+    )
+    assert [hit.episode.session_id for hit in found] == [event.session_id]

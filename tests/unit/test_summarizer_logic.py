@@ -4,7 +4,7 @@ abstract and the passages, in English and Korean."""
 from __future__ import annotations
 
 import itertools
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from uuid import UUID
 
 import pytest
@@ -18,6 +18,7 @@ from services.episodic_summarizer.logic import (
     build_summary_prompt,
     chunk_passages,
     entity_names_in,
+    episode_expiry,
     extractive_summary,
     is_trivial_session,
     make_abstract,
@@ -362,3 +363,12 @@ def test_passages_are_bounded_and_cover_every_turn(contents: list[str], max_char
     assert all(len(p.text) <= max_chars for p in passages)
     expected = {i for i, c in enumerate(contents) if c.strip()}
     assert {t for p in passages for t in range(p.first_turn, p.last_turn + 1)} >= expected
+
+
+def test_an_episode_expires_a_ttl_after_its_session_or_after_its_import_when_later() -> None:
+    ended = datetime(2023, 5, 1, 12, tzinfo=UTC)
+    live = ended + timedelta(seconds=3)  # a live session reaches the stream as it ends
+    imported = datetime(2026, 12, 1, tzinfo=UTC)  # an old transcript imported years later
+    assert episode_expiry(ended, live, 30) == live + timedelta(days=30)
+    assert episode_expiry(ended, imported, 365) == imported + timedelta(days=365)
+    assert episode_expiry(imported, ended, 1) == imported + timedelta(days=1), "a clock ahead of the broker's"

@@ -53,8 +53,6 @@ if TYPE_CHECKING:
     from services.recall_api.settings import RecallApiSettings
 
 DEFAULT_KS = (5, 10, 20)
-# LoCoMo's sessions are from 2023: in the eval nothing may expire before the questions are asked.
-EVAL_EPISODE_TTL_DAYS = 36_500.0
 
 
 @dataclass(frozen=True)
@@ -65,7 +63,6 @@ class LocomoConfig:
     samples: tuple[str, ...] = ()  # sample ids to run (all when empty)
     max_questions: int | None = None  # per sample, for quick runs
     tenant_id: str = "locomo"
-    episode_ttl_days: float = EVAL_EPISODE_TTL_DAYS
     # Recall settings to change for this run (e.g. ("episode_half_life_days", "36500")): to measure a
     # proposal with the same harness. Reported in the JSON; the defaults are the headline numbers.
     recall_overrides: tuple[tuple[str, str], ...] = ()
@@ -191,7 +188,6 @@ async def _run_on_embedded_stack(
         work_dir,
         tenant_id=config.tenant_id,
         l0_sweep=True,
-        episode_ttl_days=config.episode_ttl_days,
         **dict(config.recall_overrides),
     ) as stack:
         timings["start_s"] = time.monotonic() - started
@@ -290,7 +286,6 @@ def _report_meta(config: LocomoConfig, samples: Sequence[LocomoSample], run: Loc
                 f"memory_search kinds=[episode], limit=k for each k plotted: keyword {settings.l1_keyword_weight} / "
                 f"dense {settings.l1_dense_weight}, min score {settings.l1_min_score}"
             ),
-            "episode_ttl_days": config.episode_ttl_days,
             "baseline_hybrid": f"reciprocal rank fusion of BM25 and dense turn rankings, k={RRF_K}",
             "baseline_passages": (
                 f"{PASSAGE_TURNS}-turn windows, {PASSAGE_KEYWORD_WEIGHT} keyword (BM25) / {PASSAGE_DENSE_WEIGHT} "

@@ -59,6 +59,9 @@ class Delivery:
     deliveries: int
     headers: dict[str, str]
     in_progress: Callable[[], Awaitable[None]]
+    # When the message reached the stream (its stored timestamp: the same on every redelivery and
+    # replay of the stream; a message published again gets its own).
+    stored_at: datetime
 
 
 Handler = Callable[[ModelT, Delivery], Awaitable[None]]
@@ -419,6 +422,7 @@ class _ExplicitAckConsumer(Generic[ModelT]):
             deliveries=received.deliveries,
             headers=dict(raw.headers or {}),
             in_progress=msg.in_progress,
+            stored_at=metadata.timestamp,
         )
         if received.deliveries > 1:
             REDELIVERIES.labels(consumer=self._spec.durable).inc()

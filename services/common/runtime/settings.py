@@ -149,7 +149,10 @@ class TierMemSettings(BaseSettings):
         description="TIERMEM_LOG_CONTENT: memory, prompt and model text in log lines (off: redacted, with its length).",
     )
     limits: SizeLimits = Field(default_factory=SizeLimits)
-    episode_ttl_days: float = Field(default=365, description="Episodes expire this long after the session.")
+    episode_ttl_days: float = Field(
+        default=365,
+        description="Episodes expire this long after the session (or after it reached tiermem, for an import).",
+    )
     http_host: str = "127.0.0.1"
     http_port: int = 8080
     health_host: str = Field(default="127.0.0.1", description="Bind address of a consumer's health/metrics port.")
