@@ -279,6 +279,9 @@ def build_broker(settings: TierMemSettings, service_name: str, *, bounded: bool 
         error_cb=_quiet_error if bounded else _one_line_error,
         # Per-message access logs at DEBUG: at INFO they flood the console of `tiermem up`.
         log_level=logging.DEBUG,
+        # Through tiermem's logging (level, text or JSON, the content filter), not FastStream's own
+        # stdout handler, which printed a line per subscriber task at every shutdown in its own format.
+        logger=logging.getLogger(f"{__name__}.faststream"),  # not under "faststream": it has its own handler
     )
 
 
