@@ -28,6 +28,10 @@ VOLATILE_FIELDS = frozenset(
         "updated_at",
         "updated_at_ts",
         "last_asserted_ts",
+        # an episode's expiry counts from when its session reached the stream (for a session that
+        # ended earlier: an import), so two ingests of the same sessions differ in it by their gap
+        "expires_at",
+        "expires_at_ts",
         # what recall did with it since
         "recall_count",
         "last_recalled_at_ts",
