@@ -3,9 +3,9 @@
 `RequestGuard` (ASGI middleware) refuses a /v1 or MCP request without a valid API key before its
 body is parsed, and a body larger than `max_request_bytes` too (by Content-Length at once, else while
 it streams in). A refused body is read and dropped only within small bounds, so that a client still
-uploading reads the refusal (`discard_refused_body`): a 200 MB POST without a key costs nothing. The error handlers
-answer every HTTPException and validation error with `ErrorResponse`, never echoing the input: a
-field holding a lone surrogate, NaN or 30 MB of text is named, not repeated."""
+uploading reads the refusal (`discard_refused_body`): a 200 MB POST without a key costs nothing. The
+error handlers answer every HTTPException and validation error with `ErrorResponse`, never echoing
+the input: a field holding a lone surrogate, NaN or 30 MB of text is named, not repeated."""
 
 from __future__ import annotations
 
