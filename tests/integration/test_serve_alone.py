@@ -13,11 +13,13 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nats.aio.client import Client as NatsClient
 
 from contracts import Subjects
+from services.cli.servers.net import free_port
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from tests.fixtures.llm_stub import STUB_API_KEY, STUB_MODEL
 from tests.integration.test_pipeline import publish
@@ -27,27 +29,35 @@ from tests.support.llm_stub import LlmStubServer
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-async def test_episodic_summarizer_alone_consumes_and_publishes(
-    nats_settings: NatsSettings, nats_client: NatsClient, tmp_path: Path
-) -> None:
-    assert nats_settings.token is not None
+def serve_env(tmp_path: Path, nats: NatsSettings | None = None, **settings: str) -> dict[str, str]:
+    """The environment of a `tiermem serve` process: no stack file to read, an Edge dir of its own,
+    NATS where `nats` says (when given), and the other `TIERMEM_*` settings passed."""
     env = {
         **os.environ,
         "TIERMEM_DATA_DIR": str(tmp_path / "no-stack-here"),
-        "TIERMEM_NATS__URL": nats_settings.url,
-        "TIERMEM_NATS__TOKEN": nats_settings.token.get_secret_value(),
-        "TIERMEM_NATS__SUBJECT_ROOT": nats_settings.subject_root,
         "TIERMEM_VECTOR__PATH": str(tmp_path / "edge"),
     }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "services.cli",
-        "serve",
-        "episodic-summarizer",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
+    if nats is not None:
+        assert nats.token is not None
+        env["TIERMEM_NATS__URL"] = nats.url
+        env["TIERMEM_NATS__TOKEN"] = nats.token.get_secret_value()
+        env["TIERMEM_NATS__SUBJECT_ROOT"] = nats.subject_root
+    return {**env, **settings}
+
+
+async def start_serve(name: str, env: dict[str, str], *, stdout: Any, stderr: Any) -> asyncio.subprocess.Process:
+    """`tiermem serve NAME` (the production entry point) as a child process."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.cli", "serve", name, env=env, stdout=stdout, stderr=stderr
+    )
+
+
+async def test_episodic_summarizer_alone_consumes_and_publishes(
+    nats_settings: NatsSettings, nats_client: NatsClient, tmp_path: Path
+) -> None:
+    env = serve_env(tmp_path, nats_settings)
+    process = await start_serve(
+        "episodic-summarizer", env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
     )
     subjects = Subjects(nats_settings.subject_root)
     js = nats_client.jetstream()
@@ -87,9 +97,7 @@ class ServeProcesses:
 
     async def start(self) -> asyncio.subprocess.Process:
         with (self.log_dir / f"serve-{len(self.started) + 1}.log").open("wb") as log:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "services.cli", "serve", self.name, env=self.env, stdout=log, stderr=log
-            )
+            process = await start_serve(self.name, self.env, stdout=log, stderr=log)
         self.started.append(process)
         return process
 
@@ -111,25 +119,20 @@ async def summarizer_processes(
 ) -> AsyncIterator[ServeProcesses]:
     """Settings for episodic-summarizer processes: two deliveries at most, a two-second ack wait
     (and no longer timeout backoff), the LLM at the stub with frequent in-progress acks."""
-    assert nats_settings.token is not None
-    env = {
-        **os.environ,
-        "TIERMEM_DATA_DIR": str(tmp_path / "no-stack-here"),
-        "TIERMEM_NATS__URL": nats_settings.url,
-        "TIERMEM_NATS__TOKEN": nats_settings.token.get_secret_value(),
-        "TIERMEM_NATS__SUBJECT_ROOT": nats_settings.subject_root,
-        "TIERMEM_NATS__MAX_DELIVER": "2",
-        "TIERMEM_NATS__ACK_WAIT_S": "2",
-        "TIERMEM_NATS__TIMEOUT_BACKOFF_S": "[]",
-        "TIERMEM_VECTOR__PATH": str(tmp_path / "edge"),
-        "TIERMEM_LLM__MODEL": STUB_MODEL,
-        "TIERMEM_LLM__API_BASE": llm_stub.api_base,
-        "TIERMEM_LLM__API_KEY": STUB_API_KEY,
-        "TIERMEM_LLM__TIMEOUT_S": "300",
-        "TIERMEM_LLM__TOTAL_BUDGET_S": "600",
-        "TIERMEM_LLM__MAX_ATTEMPTS": "1",
-        "TIERMEM_LLM__PROGRESS_INTERVAL_S": "0.3",
-    }
+    env = serve_env(
+        tmp_path,
+        nats_settings,
+        TIERMEM_NATS__MAX_DELIVER="2",
+        TIERMEM_NATS__ACK_WAIT_S="2",
+        TIERMEM_NATS__TIMEOUT_BACKOFF_S="[]",
+        TIERMEM_LLM__MODEL=STUB_MODEL,
+        TIERMEM_LLM__API_BASE=llm_stub.api_base,
+        TIERMEM_LLM__API_KEY=STUB_API_KEY,
+        TIERMEM_LLM__TIMEOUT_S="300",
+        TIERMEM_LLM__TOTAL_BUDGET_S="600",
+        TIERMEM_LLM__MAX_ATTEMPTS="1",
+        TIERMEM_LLM__PROGRESS_INTERVAL_S="0.3",
+    )
     log_dir = tmp_path / "logs"
     log_dir.mkdir()
     processes = ServeProcesses("episodic-summarizer", env, log_dir)
@@ -204,24 +207,9 @@ async def test_serve_alone_dead_letters_a_message_whose_worker_dies_on_every_del
 async def test_serve_alone_without_a_broker_exits_with_one_clear_line(tmp_path: Path) -> None:
     """No NATS server where the settings point: after its connect timeout the process says so in one
     line and exits 2 (a traceback ending in a bare TimeoutError said nothing an operator could act on)."""
-    from services.cli.servers.net import free_port
-
-    env = {
-        **os.environ,
-        "TIERMEM_DATA_DIR": str(tmp_path / "no-stack-here"),
-        "TIERMEM_NATS__URL": f"nats://127.0.0.1:{free_port()}",
-        "TIERMEM_NATS__CONNECT_TIMEOUT_S": "1",
-        "TIERMEM_VECTOR__PATH": str(tmp_path / "edge"),
-    }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "services.cli",
-        "serve",
-        "episodic-summarizer",
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+    env = serve_env(tmp_path, TIERMEM_NATS__URL=f"nats://127.0.0.1:{free_port()}", TIERMEM_NATS__CONNECT_TIMEOUT_S="1")
+    process = await start_serve(
+        "episodic-summarizer", env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=120)
     output = (stdout + stderr).decode()
