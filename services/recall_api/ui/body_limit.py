@@ -25,11 +25,12 @@ class UiBodyLimit:
             await self._app(scope, receive, send)
             return
         declared = next((v.decode("latin-1") for k, v in scope["headers"] if k.lower() == b"content-length"), None)
-        if declared is not None and declared.strip().isdigit() and int(declared) <= self._max:
+        length = int(declared) if declared is not None and declared.strip().isdigit() else None
+        if length is not None and length <= self._max:
             await self._app(scope, receive, send)
             return
         await discard_refused_body(scope, receive)
-        if declared is None or not declared.strip().isdigit():
+        if length is None:
             await _refuse(send, 411, "a form post must declare its length")
         else:
             await _refuse(send, 413, f"request body is larger than {self._max} bytes")
