@@ -51,6 +51,7 @@ from services.cli.evaluation.metrics import (
     target_checks,
 )
 from services.cli.evaluation.plot import draw_recall_png
+from services.cli.evaluation.report import unreadable_evidence_line
 from services.cli.evaluation.scenarios import (
     DEFAULT_SCENARIOS,
     ProbeOutcome,
@@ -90,6 +91,7 @@ def test_dialogue_ids_map_to_sessions_and_packed_evidence_is_split() -> None:
     assert dia_session("D3:12") == 3
     assert dia_session(" D30:1 ") == 30
     assert split_evidence(["D8:6; D9:17", "D1:2"]) == ("D8:6", "D9:17", "D1:2")
+    assert dia_session("D:11:26") == 11
     with pytest.raises(LocomoFormatError):
         dia_session("S3:12")
 
@@ -135,6 +137,21 @@ def test_locomo_samples_keep_sessions_speakers_and_evidence_sessions() -> None:
     assert sample.sessions[0].turns[1].text == "Cute! [shares a photo: a photo of a cat]"
     assert [q.evidence_sessions for q in sample.questions] == [frozenset({1}), frozenset({2}), frozenset({1, 2})]
     assert sample.questions[1].answer == "a race"
+
+
+def test_unreadable_evidence_is_set_aside_and_reported_not_fatal() -> None:
+    # The released LoCoMo conversations have both quirks: an entry "D" alone and "D:11:26" with a stray colon.
+    data = locomo_fixture()
+    data[0]["qa"][0]["evidence"] = ["D", "D:2:1"]
+    data[0]["qa"][2]["evidence"] = ["D"]
+    (sample,) = parse_locomo(data)
+    first, _, last = sample.questions
+    assert first.evidence_sessions == frozenset({2}) and first.unreadable_evidence == ("D",)
+    assert last.evidence_sessions == frozenset() and last.unreadable_evidence == ("D",)
+    assert sample.questions[1].unreadable_evidence == ()
+    line = unreadable_evidence_line({"unreadable_evidence": [{"sample_id": "conv-1", "question": 0, "entries": ["D"]}]})
+    assert line is not None and "conv-1 q0 ['D']" in line
+    assert unreadable_evidence_line({"unreadable_evidence": []}) is None
 
 
 def test_an_unknown_speaker_is_a_format_error() -> None:

@@ -54,6 +54,9 @@ class LocomoQuestion:
     category: int
     evidence: tuple[str, ...]
     evidence_sessions: frozenset[int]
+    # Evidence entries that name no dialogue turn (the released data has "D" alone): left out of
+    # `evidence`, kept here so that the report can say how many and which.
+    unreadable_evidence: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +96,8 @@ _MONTHS = {
 _SESSION_TIME = re.compile(
     r"^\s*(\d{1,2}):(\d{2})\s*([ap])\.?\s*m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+)\.?,?\s+(\d{4})\s*$", re.IGNORECASE
 )
-_DIA_ID = re.compile(r"^D(\d+):(\d+)$")
+# "D3:12"; also "D:11:26", a stray colon the released data has once.
+_DIA_ID = re.compile(r"^D:?(\d+):(\d+)$")
 _SESSION_KEY = re.compile(r"^session_(\d+)$")
 _NOT_SUBJECT_TOKEN = re.compile(r"[^A-Za-z0-9_-]+")
 
@@ -130,6 +134,17 @@ def dia_session(dia_id: str) -> int:
     if match is None:
         raise LocomoFormatError(f"unrecognised dialogue id {dia_id!r} (expected like 'D3:12')")
     return int(match.group(1))
+
+
+def readable_evidence(raw: Iterable[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The evidence dialogue ids of a question (`split_evidence`), and apart from them the entries that
+    name no turn: one unreadable entry among ~2,000 questions must not stop a run, nor silently count
+    as evidence nobody can retrieve."""
+    readable: list[str] = []
+    unreadable: list[str] = []
+    for dia_id in split_evidence(raw):
+        (readable if _DIA_ID.match(dia_id) else unreadable).append(dia_id)
+    return tuple(readable), tuple(unreadable)
 
 
 def split_evidence(raw: Iterable[Any]) -> tuple[str, ...]:
@@ -192,7 +207,7 @@ def parse_locomo(data: Any) -> list[LocomoSample]:
         sessions.sort(key=lambda s: s.number)
         questions: list[LocomoQuestion] = []
         for number, qa in enumerate(raw.get("qa") or []):
-            evidence = split_evidence(qa.get("evidence") or [])
+            evidence, unreadable = readable_evidence(qa.get("evidence") or [])
             answer = qa.get("answer", qa.get("adversarial_answer", ""))
             questions.append(
                 LocomoQuestion(
@@ -202,6 +217,7 @@ def parse_locomo(data: Any) -> list[LocomoSample]:
                     category=int(_require(qa, "category", f"{where} qa {number}")),
                     evidence=evidence,
                     evidence_sessions=frozenset(dia_session(e) for e in evidence),
+                    unreadable_evidence=unreadable,
                 )
             )
         samples.append(LocomoSample(sample_id, speaker_a, speaker_b, tuple(sessions), tuple(questions)))

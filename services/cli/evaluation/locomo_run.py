@@ -268,6 +268,12 @@ def _report_meta(config: LocomoConfig, samples: Sequence[LocomoSample], run: Loc
         "samples": [
             {"sample_id": s.sample_id, "sessions": len(s.sessions), "questions": len(s.questions)} for s in samples
         ],
+        "unreadable_evidence": [
+            {"sample_id": s.sample_id, "question": q.number, "entries": list(q.unreadable_evidence)}
+            for s in samples
+            for q in s.questions
+            if q.unreadable_evidence
+        ],
         "published": {"sessions": run.counts.published, "duplicate": run.counts.duplicate},
         "pipeline_counters": run.counters,
         "stored": run.stored,

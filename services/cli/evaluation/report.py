@@ -169,7 +169,19 @@ def targets_view(checks: Iterable[Mapping[str, Any]]) -> Table:
     return table
 
 
+def unreadable_evidence_line(report: Mapping[str, Any]) -> str | None:
+    """Which evidence entries named no dialogue turn (left out of scoring), when any did."""
+    entries = report.get("unreadable_evidence") or []
+    if not entries:
+        return None
+    shown = ", ".join(f"{e['sample_id']} q{e['question']} {e['entries']}" for e in entries[:5])
+    more = f" and {len(entries) - 5} more" if len(entries) > 5 else ""
+    return f"evidence entries naming no dialogue turn, left out of scoring: {shown}{more}"
+
+
 def render_report(report: Mapping[str, Any], console: Console) -> None:
+    if unreadable := unreadable_evidence_line(report):
+        console.print(unreadable)
     console.print(recall_overall_table(report))
     for k in report["ks"]:
         console.print(recall_by_category_table(report, str(k)))
