@@ -31,6 +31,7 @@ from services.cli.evaluation.harness import sweep_thresholds
 from services.cli.evaluation.locomo import (
     LocomoFormatError,
     dia_session,
+    load_locomo,
     parse_locomo,
     parse_session_time,
     session_events,
@@ -152,6 +153,39 @@ def test_unreadable_evidence_is_set_aside_and_reported_not_fatal() -> None:
     line = unreadable_evidence_line({"unreadable_evidence": [{"sample_id": "conv-1", "question": 0, "entries": ["D"]}]})
     assert line is not None and "conv-1 q0 ['D']" in line
     assert unreadable_evidence_line({"unreadable_evidence": []}) is None
+
+
+def test_the_release_per_conversation_files_and_their_folder_load_as_samples(tmp_path: Path) -> None:
+    # The release's locomo10_v2 folder: one file per conversation, named by its number, the speakers,
+    # sessions and qa at the top level (plus per-session events, not needed).
+    (sample,) = locomo_fixture()
+    folder = tmp_path / "locomo10_v2"
+    folder.mkdir()
+    for number in (41, 7):
+        conversation = {**sample["conversation"], "events_session_1": {"Ann": ["adopted a cat"]}, "qa": sample["qa"]}
+        (folder / f"{number}.json").write_text(json.dumps(conversation), encoding="utf-8")
+    assert [s.sample_id for s in load_locomo(folder)] == ["conv-7", "conv-41"]
+    (one,) = load_locomo(folder / "41.json")
+    assert [s.number for s in one.sessions] == [1, 2] and len(one.questions) == 3
+    listed = tmp_path / "locomo10.json"
+    listed.write_text(json.dumps(locomo_fixture()), encoding="utf-8")
+    assert [s.sample_id for s in load_locomo(listed)] == ["conv 1"]
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [(b'{"speaker_a": "Ann"}', "neither"), (b"\xff\xfe[]", "UTF-8"), (b"[{", "invalid JSON")],
+)
+def test_a_file_in_no_locomo_shape_is_a_format_error(tmp_path: Path, content: bytes, reason: str) -> None:
+    path = tmp_path / "x.json"
+    path.write_bytes(content)
+    with pytest.raises(LocomoFormatError, match=reason):
+        load_locomo(path)
+
+
+def test_a_folder_without_json_files_is_a_format_error(tmp_path: Path) -> None:
+    with pytest.raises(LocomoFormatError, match=r"no \.json files"):
+        load_locomo(tmp_path)
 
 
 def test_an_unknown_speaker_is_a_format_error() -> None:

@@ -70,7 +70,13 @@ def _draw_chart(report: dict[str, Any], chart: Path, console: Console) -> None:
 
 @eval_app.command("locomo")
 def locomo_command(
-    path: Annotated[Path, typer.Argument(help="LoCoMo JSON (e.g. ../shared/eval/locomo/locomo-dev.json).")],
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="LoCoMo JSON (e.g. ../shared/eval/locomo/locomo-dev.json), one conversation file of the "
+            "release's locomo10_v2 folder, or that folder.",
+        ),
+    ],
     k: Annotated[str, typer.Option("--k", help="Comma-separated k for recall@k.")] = "5,10,20",
     out: Annotated[Path | None, typer.Option("--out", help="Write the JSON report here.")] = None,
     png: Annotated[

@@ -224,12 +224,38 @@ def parse_locomo(data: Any) -> list[LocomoSample]:
     return samples
 
 
-def load_locomo(path: Path) -> list[LocomoSample]:
+def _one_conversation(data: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """A conversation file of the release's `locomo10_v2` folder (speakers, sessions and `qa` at the top,
+    named by its number: `41.json`) as a sample of the canonical shape, `conv-41`."""
+    conversation = {key: value for key, value in data.items() if key != "qa"}
+    return {"sample_id": f"conv-{path.stem}", "conversation": conversation, "qa": data["qa"]}
+
+
+def _read_json(path: Path) -> Any:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise LocomoFormatError(f"{path}: invalid JSON: {exc.msg} at line {exc.lineno}") from exc
-    return parse_locomo(data)
+    except UnicodeDecodeError as exc:
+        raise LocomoFormatError(f"{path}: not UTF-8 text: {exc.reason}") from exc
+
+
+def load_locomo(path: Path) -> list[LocomoSample]:
+    """Samples from `locomo10.json` (a JSON list of samples), from one conversation file of the release's
+    per-conversation folder (`locomo10_v2/41.json`), or from such a folder (its `*.json` files)."""
+    files = sorted(path.glob("*.json"), key=lambda f: (len(f.stem), f.stem)) if path.is_dir() else [path]
+    if not files:
+        raise LocomoFormatError(f"{path}: no .json files")
+    samples: list[Any] = []
+    for file in files:
+        data = _read_json(file)
+        if isinstance(data, dict) and "qa" in data and "speaker_a" in data:
+            samples.append(_one_conversation(data, file))
+        elif isinstance(data, list):
+            samples.extend(data)
+        else:
+            raise LocomoFormatError(f"{file}: neither a list of LoCoMo samples nor one LoCoMo conversation")
+    return parse_locomo(samples)
 
 
 def session_id_for(sample: LocomoSample, session_number: int) -> str:
