@@ -68,15 +68,18 @@ def _draw_chart(report: dict[str, Any], chart: Path, console: Console) -> None:
         console.print(f"[yellow]no chart:[/] {escape(str(exc))} (the tables and the JSON report are complete)")
 
 
+LocomoPath = Annotated[
+    Path,
+    typer.Argument(
+        help="LoCoMo JSON (e.g. ../shared/eval/locomo/locomo-dev.json), one conversation file of the release's "
+        "locomo10_v2 folder, or that folder.",
+    ),
+]
+
+
 @eval_app.command("locomo")
 def locomo_command(
-    path: Annotated[
-        Path,
-        typer.Argument(
-            help="LoCoMo JSON (e.g. ../shared/eval/locomo/locomo-dev.json), one conversation file of the "
-            "release's locomo10_v2 folder, or that folder.",
-        ),
-    ],
+    path: LocomoPath,
     k: Annotated[str, typer.Option("--k", help="Comma-separated k for recall@k.")] = "5,10,20",
     out: Annotated[Path | None, typer.Option("--out", help="Write the JSON report here.")] = None,
     png: Annotated[
