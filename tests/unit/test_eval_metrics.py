@@ -183,6 +183,14 @@ def test_a_file_in_no_locomo_shape_is_a_format_error(tmp_path: Path, content: by
         load_locomo(path)
 
 
+def test_a_sample_given_twice_is_a_format_error(tmp_path: Path) -> None:
+    (sample,) = locomo_fixture()
+    (tmp_path / "locomo10.json").write_text(json.dumps([sample]), encoding="utf-8")
+    (tmp_path / "1.json").write_text(json.dumps({**sample["conversation"], "qa": sample["qa"]}), encoding="utf-8")
+    with pytest.raises(LocomoFormatError, match="given twice: conv-1"):
+        load_locomo(tmp_path)
+
+
 def test_a_folder_without_json_files_is_a_format_error(tmp_path: Path) -> None:
     with pytest.raises(LocomoFormatError, match=r"no \.json files"):
         load_locomo(tmp_path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -221,6 +222,10 @@ def parse_locomo(data: Any) -> list[LocomoSample]:
                 )
             )
         samples.append(LocomoSample(sample_id, speaker_a, speaker_b, tuple(sessions), tuple(questions)))
+    repeated = sorted(user for user, count in Counter(s.user_id for s in samples).items() if count > 1)
+    if repeated:
+        # One user per sample: a repeat would merge two conversations' memories and count questions twice.
+        raise LocomoFormatError(f"samples given twice: {', '.join(repeated)}")
     return samples
 
 
