@@ -137,15 +137,21 @@ def dia_session(dia_id: str) -> int:
     return int(match.group(1))
 
 
-def readable_evidence(raw: Iterable[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The evidence dialogue ids of a question (`split_evidence`), and apart from them the entries that
-    name no turn: one unreadable entry among ~2,000 questions must not stop a run, nor silently count
-    as evidence nobody can retrieve."""
+def readable_evidence(raw: Iterable[Any]) -> tuple[tuple[str, ...], frozenset[int], tuple[str, ...]]:
+    """The evidence dialogue ids of a question (`split_evidence`) with their sessions, and apart from
+    them the entries that name no turn: one unreadable entry among ~2,000 questions must not stop a
+    run, nor silently count as evidence nobody can retrieve."""
     readable: list[str] = []
+    sessions: set[int] = set()
     unreadable: list[str] = []
     for dia_id in split_evidence(raw):
-        (readable if _DIA_ID.match(dia_id) else unreadable).append(dia_id)
-    return tuple(readable), tuple(unreadable)
+        match = _DIA_ID.match(dia_id)
+        if match is None:
+            unreadable.append(dia_id)
+        else:
+            readable.append(dia_id)
+            sessions.add(int(match.group(1)))
+    return tuple(readable), frozenset(sessions), tuple(unreadable)
 
 
 def split_evidence(raw: Iterable[Any]) -> tuple[str, ...]:
@@ -208,7 +214,7 @@ def parse_locomo(data: Any) -> list[LocomoSample]:
         sessions.sort(key=lambda s: s.number)
         questions: list[LocomoQuestion] = []
         for number, qa in enumerate(raw.get("qa") or []):
-            evidence, unreadable = readable_evidence(qa.get("evidence") or [])
+            evidence, evidence_sessions, unreadable = readable_evidence(qa.get("evidence") or [])
             answer = qa.get("answer", qa.get("adversarial_answer", ""))
             questions.append(
                 LocomoQuestion(
@@ -217,7 +223,7 @@ def parse_locomo(data: Any) -> list[LocomoSample]:
                     answer=str(answer),
                     category=int(_require(qa, "category", f"{where} qa {number}")),
                     evidence=evidence,
-                    evidence_sessions=frozenset(dia_session(e) for e in evidence),
+                    evidence_sessions=evidence_sessions,
                     unreadable_evidence=unreadable,
                 )
             )
