@@ -51,7 +51,7 @@ class MemorySearch:
         query = await self.retriever.embed(request.query)
         search = CandidateSearch(
             weights=HybridWeights(keyword=self.settings.l1_keyword_weight, dense=self.settings.l1_dense_weight),
-            fetch=request.limit * self.settings.fetch_factor,
+            fetch=max(request.limit * self.settings.fetch_factor, self.settings.l1_min_fetch),
             kinds=request.kinds or ("episode", "fact"),
             channel=request.channel,
             agent_id=request.agent_id,

@@ -85,6 +85,17 @@ class RecallApiSettings(TierMemSettings):
 
     # ---- ranking -------------------------------------------------------------------------------
     fetch_factor: int = Field(default=2, ge=1, le=10, description="Fetch this many times the entries wanted.")
+    # The fused best `limit` of shallow branches is not the best `limit` of deep ones: each branch
+    # fetches `2 × fetch` hits, a passage missing from the keyword branch counts 0 keyword, and one
+    # missing from both is not seen. L1 at limit 5 (20 per branch) ranked sessions that its own limit-20
+    # search put 2nd outside its top 5 (LoCoMo dev, both forms: recall@5 0.952 vs 0.965 for the top 5 of
+    # the limit-20 list). So L1 always fetches at least this many, and its top k no longer depends on k.
+    l1_min_fetch: int = Field(
+        default=40,
+        ge=1,
+        le=400,
+        description="L1 fetches at least this many hits per collection before ranking, whatever its limit.",
+    )
     episode_half_life_days: float = Field(
         default=180.0,
         gt=0,
