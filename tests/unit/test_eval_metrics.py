@@ -21,7 +21,9 @@ from services.cli.evaluation.baselines import (
     OURS,
     PASSAGES,
     Bm25,
+    TurnCorpus,
     latest_sessions,
+    pool_passage_idf,
     ranked_indexes,
     reciprocal_rank_fusion,
     sessions_by_best_turn,
@@ -229,6 +231,26 @@ def test_bm25_scores_match_the_formula() -> None:
     # A term in fewer documents weighs more.
     assert bm25.idf("cherry") > bm25.idf("apple")
     assert ranked_indexes(bm25.scores(["apple"]), positive_only=True) == [1, 0]
+
+
+def test_pooled_idf_counts_every_conversation_and_scores_only_ones_own_passages() -> None:
+    # A name in every passage of its own conversation carries no evidence there; over two
+    # conversations it looks as rare as a real detail, which is what the pooled baseline measures.
+    own = [["caroline", "hike"], ["caroline", "paint"]]
+    other = [["jon", "dance"], ["jon", "studio"], ["jon", "dance"]]
+    corpora = [
+        TurnCorpus(texts=[], sessions=[], bm25=Bm25([]), vectors=None, passage_tokens=tokens) for tokens in (own, other)
+    ]
+    pool_passage_idf(corpora)
+    pooled = corpora[0].pooled_passage_bm25
+    assert pooled is not None and pooled.size == 5
+    alone = Bm25(own)
+    assert alone.idf("caroline") == pytest.approx(math.log(0.5 / 2.5 + 1))
+    assert pooled.idf("caroline") == pytest.approx(math.log(3.5 / 2.5 + 1))
+    assert pooled.idf("caroline") > 4 * alone.idf("caroline")
+    # Scores are of this conversation's passages only; a term only the other one has adds nothing.
+    assert len(pooled.scores(["caroline", "jon"])) == 2
+    assert pooled.scores(["jon"]) == [0.0, 0.0]
 
 
 def test_reciprocal_rank_fusion() -> None:

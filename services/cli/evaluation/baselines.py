@@ -1,6 +1,8 @@
 """The baselines, ranked over the raw turns of the same sample: BM25, dense retrieval with the same
 embedding model, their reciprocal-rank fusion, a passage-level hybrid (4-turn windows scored like
-the stores score: 0.3 keyword / 0.7 dense on the same [0, 1] parts, no consolidation at all), and
+the stores score: 0.3 keyword / 0.7 dense on the same [0, 1] parts, no consolidation at all), the same
+with its keyword IDF taken over the passages of every conversation in the run (as a store holding many
+users' memories in one collection takes it: a conversation's own names and topics look rare), and
 "the last N sessions".
 
 Every system ranks SESSIONS (a turn ranking becomes a session ranking by each session's best turn), so
@@ -30,8 +32,9 @@ BM25 = "BM25 turns"
 DENSE = "dense turns"
 HYBRID = "hybrid turns (RRF)"
 PASSAGES = "hybrid passages (4 turns)"
+PASSAGES_POOLED_IDF = "hybrid passages, IDF over all conversations"
 LAST_N = "last N sessions"
-BASELINES = (BM25, DENSE, HYBRID, PASSAGES, LAST_N)
+BASELINES = (BM25, DENSE, HYBRID, PASSAGES, PASSAGES_POOLED_IDF, LAST_N)
 SYSTEMS = (OURS, *BASELINES)
 RRF_K = 60
 PASSAGE_TURNS = 4
@@ -40,9 +43,12 @@ PASSAGE_DENSE_WEIGHT = 0.7
 
 
 class Bm25:
-    """Okapi BM25 over pre-tokenised documents (Lucene's non-negative IDF)."""
+    """Okapi BM25 over pre-tokenised documents (Lucene's non-negative IDF). `idf_from`: take the IDF
+    from another index (a larger corpus these documents are part of) instead of these documents."""
 
-    def __init__(self, documents: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(
+        self, documents: Sequence[Sequence[str]], *, k1: float = 1.2, b: float = 0.75, idf_from: Bm25 | None = None
+    ) -> None:
         self._k1 = k1
         self._b = b
         self._tfs = [Counter(document) for document in documents]
@@ -51,9 +57,15 @@ class Bm25:
         self._df: Counter[str] = Counter()
         for tf in self._tfs:
             self._df.update(tf.keys())
+        self._idf_source = idf_from if idf_from is not None else self
+
+    @property
+    def size(self) -> int:
+        """How many documents the IDF is taken over."""
+        return len(self._idf_source._tfs)
 
     def idf(self, term: str) -> float:
-        n, df = len(self._tfs), self._df.get(term, 0)
+        n, df = self.size, self._idf_source._df.get(term, 0)
         return math.log((n - df + 0.5) / (df + 0.5) + 1.0)
 
     def scores(self, query_terms: Iterable[str]) -> list[float]:
@@ -117,8 +129,11 @@ class TurnCorpus:
     bm25: Bm25
     vectors: Any  # numpy array (turns × dim), rows of unit length
     passage_sessions: list[int] = field(default_factory=list)
+    passage_tokens: list[list[str]] = field(default_factory=list)
     passage_bm25: Bm25 | None = None
     passage_vectors: Any = None  # numpy array (passages × dim), rows of unit length
+    # The passages with their IDF over every conversation of the run (`pool_passage_idf`).
+    pooled_passage_bm25: Bm25 | None = None
 
 
 def corpus_texts(sample: LocomoSample) -> tuple[list[str], list[int]]:
@@ -178,17 +193,29 @@ async def build_corpus(
         bm25=Bm25(tokens),
         vectors=matrix,
         passage_sessions=window_sessions,
+        passage_tokens=window_tokens,
         passage_bm25=Bm25(window_tokens),
         passage_vectors=window_matrix,
     )
 
 
-def passage_hybrid_scores(bm25_scores: Sequence[float], cosines: Sequence[float]) -> list[float]:
+def pool_passage_idf(corpora: Iterable[TurnCorpus]) -> None:
+    """Give each corpus its passages scored with the IDF of all the corpora's passages together."""
+    corpora = list(corpora)
+    pooled = Bm25([tokens for corpus in corpora for tokens in corpus.passage_tokens])
+    for corpus in corpora:
+        corpus.pooled_passage_bm25 = Bm25(corpus.passage_tokens, idf_from=pooled)
+
+
+def passage_hybrid_scores(
+    bm25_scores: Sequence[float], cosines: Sequence[float], idf_size: int | None = None
+) -> list[float]:
     """0.3 keyword / 0.7 dense over the same [0, 1] parts the vector stores fuse (keyword saturated in
-    units of one unique-term match, dense above the model's floor): the store's scoring, minus tiermem."""
+    units of one unique-term match among the `idf_size` documents the IDF counts, dense above the
+    model's floor): the store's scoring, minus tiermem."""
     from services.common.stores.vector.fusion import dense_part, keyword_part
 
-    size = len(bm25_scores)
+    size = idf_size if idf_size is not None else len(bm25_scores)
     total = PASSAGE_KEYWORD_WEIGHT + PASSAGE_DENSE_WEIGHT
     return [
         (PASSAGE_KEYWORD_WEIGHT * keyword_part(raw, size) + PASSAGE_DENSE_WEIGHT * dense_part(cosine)) / total
@@ -219,4 +246,8 @@ def baseline_rankings(
         cosines = [float(v) for v in corpus.passage_vectors @ query]
         hybrid = passage_hybrid_scores(corpus.passage_bm25.scores(query_terms), cosines)
         rankings[PASSAGES] = sessions_by_best_turn(hybrid, corpus.passage_sessions, all_sessions)
+        pooled = corpus.pooled_passage_bm25
+        if pooled is not None:
+            pooled_hybrid = passage_hybrid_scores(pooled.scores(query_terms), cosines, pooled.size)
+            rankings[PASSAGES_POOLED_IDF] = sessions_by_best_turn(pooled_hybrid, corpus.passage_sessions, all_sessions)
     return rankings

@@ -30,6 +30,7 @@ from services.cli.evaluation.baselines import (
     TurnCorpus,
     baseline_rankings,
     build_corpus,
+    pool_passage_idf,
     unique_in_order,
 )
 from services.cli.evaluation.harness import EvalStack, embedded_stack, item_sessions, wait_for_consolidation
@@ -238,6 +239,7 @@ async def _build_corpora(
     for sample in samples:
         corpora[sample.sample_id] = await build_corpus(sample, stack.embedder, keywords, work_dir)
         advance()
+    pool_passage_idf(corpora.values())
     return corpora
 
 
@@ -290,12 +292,14 @@ def _report_meta(config: LocomoConfig, samples: Sequence[LocomoSample], run: Loc
             ),
             "l1": (
                 f"memory_search kinds=[episode], limit=k for each k plotted: keyword {settings.l1_keyword_weight} / "
-                f"dense {settings.l1_dense_weight}, min score {settings.l1_min_score}"
+                f"dense {settings.l1_dense_weight}, min score {settings.l1_min_score}, at least "
+                f"{settings.l1_min_fetch} hits fetched per collection"
             ),
             "baseline_hybrid": f"reciprocal rank fusion of BM25 and dense turn rankings, k={RRF_K}",
             "baseline_passages": (
                 f"{PASSAGE_TURNS}-turn windows, {PASSAGE_KEYWORD_WEIGHT} keyword (BM25) / {PASSAGE_DENSE_WEIGHT} "
-                "dense on the stores' [0, 1] parts, a session ranked by its best passage"
+                "dense on the stores' [0, 1] parts, a session ranked by its best passage; the pooled variant "
+                "takes the keyword IDF over the windows of every conversation in the run"
             ),
             "llm": "offline (extractive summaries, heuristic facts)",
             "recall_overrides": dict(config.recall_overrides),

@@ -8,7 +8,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from services.cli.evaluation.baselines import BM25, DENSE, HYBRID, LAST_N, OURS, PASSAGES, SYSTEMS
+from services.cli.evaluation.baselines import (
+    BM25,
+    DENSE,
+    HYBRID,
+    LAST_N,
+    OURS,
+    PASSAGES,
+    PASSAGES_POOLED_IDF,
+    SYSTEMS,
+)
 from services.cli.evaluation.metrics import (
     TARGET_L0_ABSTENTION,
     TARGET_L0_CONTAMINATION,
@@ -23,6 +32,7 @@ _STYLES = {
     DENSE: ("^--", 1.4),
     HYBRID: ("D--", 1.4),
     PASSAGES: ("v-.", 1.6),
+    PASSAGES_POOLED_IDF: ("1:", 1.2),
     LAST_N: ("x:", 1.4),
 }
 
