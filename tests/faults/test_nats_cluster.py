@@ -117,6 +117,27 @@ async def _jetstream_ready(settings: NatsSettings) -> None:
         await client.close()
 
 
+async def _streams_answer(settings: NatsSettings, streams: list[str]) -> None:
+    """Each stream has a leader again. A killed node may have led a stream nothing wrote to since (the
+    dead-letter stream): its group elects a new leader only on its own election timeout, seconds
+    after the pipeline has gone idle, and a read before then times out (seen: 7 s after the kill)."""
+    client = await connect_nats(settings, "cluster-streams-probe")
+    try:
+        js = client.jetstream(timeout=2)
+
+        async def _all_led() -> bool:
+            try:
+                for stream in streams:
+                    await js.stream_info(stream)
+            except Exception:
+                return False
+            return True
+
+        await wait_for(_all_led, what="a leader for every stream", timeout_s=60, interval_s=0.2)
+    finally:
+        await client.close()
+
+
 async def test_r3_streams_lose_and_duplicate_nothing_when_a_node_dies_mid_ingest(
     cluster: Cluster, stack_settings: TierMemSettings
 ) -> None:
@@ -142,6 +163,7 @@ async def test_r3_streams_lose_and_duplicate_nothing_when_a_node_dies_mid_ingest
         episodes = await running.resources.episodes()
         stored = {owner: await episodes.count(Owner(*owner)) for owner in OWNERS}
         subjects = Subjects(nats.subject_root)
+        await _streams_answer(nats, [subjects.session_stream, subjects.derived_stream, subjects.dead_letter_stream])
         client = await connect_nats(nats, "cluster-check")
         try:
             js = client.jetstream()
