@@ -101,39 +101,26 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
             node.kill()
 
 
-async def _jetstream_ready(settings: NatsSettings) -> None:
+async def _jetstream_answers(settings: NatsSettings, streams: tuple[str, ...] = ()) -> None:
+    """JetStream has a meta leader and each of `streams` a stream leader. A killed node may have led a
+    stream nothing wrote to since (the dead-letter stream): its group elects a new leader only on its
+    own election timeout, seconds after the pipeline has gone idle, and a read before then times out
+    (seen: 7 s after the kill)."""
     client = await connect_nats(settings, "cluster-probe")
-    try:
-
-        async def _meta_leader() -> bool:
-            try:
-                await client.jetstream().account_info()
-            except Exception:
-                return False
-            return True
-
-        await wait_for(_meta_leader, what="a JetStream meta leader", timeout_s=60, interval_s=0.2)
-    finally:
-        await client.close()
-
-
-async def _streams_answer(settings: NatsSettings, streams: list[str]) -> None:
-    """Each stream has a leader again. A killed node may have led a stream nothing wrote to since (the
-    dead-letter stream): its group elects a new leader only on its own election timeout, seconds
-    after the pipeline has gone idle, and a read before then times out (seen: 7 s after the kill)."""
-    client = await connect_nats(settings, "cluster-streams-probe")
     try:
         js = client.jetstream(timeout=2)
 
-        async def _all_led() -> bool:
+        async def _answered() -> bool:
             try:
+                await js.account_info()
                 for stream in streams:
                     await js.stream_info(stream)
             except Exception:
                 return False
             return True
 
-        await wait_for(_all_led, what="a leader for every stream", timeout_s=60, interval_s=0.2)
+        what = "a JetStream meta leader" + (" and a leader for every stream" if streams else "")
+        await wait_for(_answered, what=what, timeout_s=60, interval_s=0.2)
     finally:
         await client.close()
 
@@ -148,7 +135,7 @@ async def test_r3_streams_lose_and_duplicate_nothing_when_a_node_dies_mid_ingest
         replicas=3,
     )
     settings = stack_settings.model_copy(update={"nats": nats})
-    await _jetstream_ready(nats)
+    await _jetstream_answers(nats)
     from services.cli.stack import all_services
 
     events = [SessionCompleted.model_validate(record) for record in session_records(SESSIONS)]
@@ -163,7 +150,7 @@ async def test_r3_streams_lose_and_duplicate_nothing_when_a_node_dies_mid_ingest
         episodes = await running.resources.episodes()
         stored = {owner: await episodes.count(Owner(*owner)) for owner in OWNERS}
         subjects = Subjects(nats.subject_root)
-        await _streams_answer(nats, [subjects.session_stream, subjects.derived_stream, subjects.dead_letter_stream])
+        await _jetstream_answers(nats, (subjects.session_stream, subjects.derived_stream, subjects.dead_letter_stream))
         client = await connect_nats(nats, "cluster-check")
         try:
             js = client.jetstream()
