@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from services.cli.evaluation.metrics import percentile
 from services.cli.servers.net import free_port
 from services.common.gateways.embedder import Embedder
 from services.common.runtime.resources import Resources
+from services.common.runtime.root import freeze_startup_heap
 from services.recall_api.app import create_app
 from services.recall_api.settings import RecallApiSettings
 
@@ -59,11 +61,13 @@ async def serving(resources: Resources, work: Path) -> AsyncIterator[httpx.Async
         if time.monotonic() > deadline:
             raise TimeoutError("the recall API did not start within 120 s")
         await asyncio.sleep(0.05)
+    freeze_startup_heap()  # as the composition root does once the API is up (root.py)
     try:
         headers = {"Authorization": f"Bearer {API_KEY}"}
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers=headers, timeout=120) as http:
             yield http
     finally:
+        gc.unfreeze()
         server.should_exit = True
         await task
 
