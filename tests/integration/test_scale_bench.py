@@ -51,6 +51,8 @@ def test_the_scale_bench_runs_tiny_and_reports_every_field(tmp_path: Path) -> No
     # Too few memories here for postings in memory: both sides of the comparison are Edge's own search.
     assert power["keyword_top_hit_changed_share"] == 0 and power["keyword_postings_load_s"] >= 0
     assert "their keyword postings in memory" in finished.stdout
-    growth = report["growth"]
-    assert [row["sessions"] for row in growth] == report["plan"]["growth_sessions"]
-    assert len(growth) >= 2 and all(row["calls"] >= 3 and row["tokens_per_turn_mean"] >= 0 for row in growth)
+    assert set(report["growth"]) == {"recurring_topics", "one_matching_session"}
+    for growth in report["growth"].values():
+        assert [row["sessions"] for row in growth] == report["plan"]["growth_sessions"]
+        assert len(growth) >= 2 and all(row["calls"] >= 3 and row["tokens_per_turn_mean"] >= 0 for row in growth)
+    assert "one matching session per question" in finished.stdout

@@ -117,6 +117,11 @@ def base_sentences(count: int, rng: random.Random) -> list[BaseSentence]:
     return out
 
 
+def numbered_text(base: BaseSentence, number: int) -> str:
+    """The sentence as the text of memory `number`: distinct texts, so distinct ids, for repeats of it."""
+    return f"{base.text} (ep{number:07d})"
+
+
 def query_for(base: BaseSentence, rng: random.Random) -> str:
     if base.korean:
         return rng.choice(

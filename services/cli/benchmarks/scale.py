@@ -13,7 +13,8 @@ What runs:
 3. The same L0 queries on qdrant-client local mode holding the same users' memories, at the largest
    size local mode is asked to hold (`--local-memories`, default 20k): the ratio in the same run.
 4. One user's growth curve: 10, 100, 1,000 sessions of that user (scaled down with --scale below
-   0.01), tokens injected per turn and L0 latency at each size.
+   0.01), tokens injected per turn and L0 latency at each size, for a history whose topics recur and
+   for one where each question has one matching session (scale_growth.py).
 
 `--scale` multiplies the memory and user counts (CI runs a tiny scale as a smoke test). Every number is
 client-side and from one run; shared machines are noisy, so compare ratios, and re-run on a quiet one
@@ -42,7 +43,8 @@ from qdrant_client import AsyncQdrantClient, models
 
 from services.cli.benchmarks.fast_embedder import FAST_EMBEDDER_NOTE, HashEmbedder
 from services.cli.benchmarks.http_driver import driver_beside
-from services.cli.benchmarks.recall import BaseSentence, base_sentences, query_for
+from services.cli.benchmarks.recall import BaseSentence, base_sentences, numbered_text, query_for
+from services.cli.benchmarks.scale_growth import growth_phase
 from services.cli.benchmarks.scale_http import (
     TENANT,
     Latencies,
@@ -73,7 +75,6 @@ from services.recall_api.candidates import episode_filter
 from services.recall_api.seeding import seeded_episode
 from services.recall_api.settings import RecallApiSettings
 
-GROWTH_USER = "grower"
 FULL_MEMORIES = 1_000_000
 FULL_USERS = 100_000
 FULL_GROWTH = (10, 100, 1000)
@@ -125,10 +126,6 @@ def disk_mb(path: Path) -> float:
 # -- seeding -------------------------------------------------------------------------------------
 
 
-def _episode_text(base: BaseSentence, number: int) -> str:
-    return f"{base.text} (ep{number:07d})"
-
-
 def user_episodes(
     owner: Owner, numbers: Sequence[int], bases: Sequence[BaseSentence], rng: random.Random, now: datetime
 ) -> Iterator[tuple[BaseSentence, Episode]]:
@@ -138,7 +135,7 @@ def user_episodes(
         episode = seeded_episode(
             owner,
             session_id=f"s{number}",
-            summary=_episode_text(base, number),
+            summary=numbered_text(base, number),
             occurred_at=now - timedelta(days=rng.uniform(0, 90)),
             language="ko" if base.korean else "en",
         )
@@ -272,49 +269,6 @@ async def recall_phase(
 
 def _injected_share(answers: Sequence[dict[str, Any]]) -> float:
     return round(sum(1 for answer in answers if answer.get("injected")) / max(1, len(answers)), 3)
-
-
-async def growth_phase(
-    index: VectorIndex, keywords: KeywordEncoder, resources: Resources, work: Path, plan: ScalePlan
-) -> list[dict[str, Any]]:
-    """One user's sessions grow to each size; at each, L0 latency and tokens injected per turn. The
-    user's episodes are embedded with the model the questions are (not the seeding's word-hash
-    embedder): with word-hash memories the dense half of every growth candidate scored 0, and which
-    memories L0 picks, so the tokens it injects, would not be what a real user's history gives."""
-    owner = Owner(TENANT, GROWTH_USER)
-    store = EpisodeStore(index, resources.embedder(), keywords)
-    bases = base_sentences(500, random.Random(plan.seed + 7))
-    rng = random.Random(plan.seed + 7)
-    now = datetime.now(UTC)
-    written = 0
-    rows: list[dict[str, Any]] = []
-    for size in plan.growth_sessions:
-        for number in range(written, size):
-            base = bases[number % len(bases)]
-            summary = _episode_text(base, number)
-            occurred = now - timedelta(days=rng.uniform(0, 90))
-            await store.write(
-                owner, seeded_episode(owner, session_id=f"g{number}", summary=summary, occurred_at=occurred), []
-            )
-        written = size
-        questions = [query_for(bases[rng.randrange(min(size, len(bases)))], rng) for _ in range(plan.growth_queries)]
-        async with serving(resources, work) as http:
-            bodies = [{"user_id": GROWTH_USER, "message": text} for text in questions]
-            latencies, answers = await time_calls(http, "/v1/recall/auto", bodies)
-        tokens = [float(answer.get("tokens", 0)) for answer in answers]
-        items = sum(int(answer.get("injected", 0)) for answer in answers)
-        rows.append(
-            {
-                "sessions": size,
-                **latencies.summary(),
-                "tokens_per_turn_mean": round(sum(tokens) / max(1, len(tokens)), 1),
-                "tokens_per_turn_max": max(tokens, default=0.0),
-                # Items per turn grow only up to the fixed L0 cap as more memories match; tokens per item stay put.
-                "items_per_turn_mean": round(items / max(1, len(answers)), 2),
-                "tokens_per_item": round(sum(tokens) / items, 1) if items else None,
-            }
-        )
-    return rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,7 +428,9 @@ async def _edge_phase(
         recall["episode_search_local_questions"] = (await time_searches(index, probes)).summary()
         if progress:
             print("  one user's growth curve", flush=True)
-        growth = await growth_phase(index, keywords, resources, work, plan)
+        growth = await growth_phase(
+            index, keywords, resources, work, sizes=plan.growth_sessions, questions=plan.growth_queries, seed=plan.seed
+        )
         if progress:
             print(f"  a power user with {plan.power_user_memories} memories", flush=True)
         power = await power_user_phase(index, keywords, resources, work, plan)

@@ -14,12 +14,14 @@ def ratios(numerator: dict[str, Any], denominator: dict[str, Any]) -> dict[str, 
     return ratios
 
 
+def ms(stats: dict[str, Any] | None, key: str) -> str:
+    """A latency from `stats` in a 9-wide column ("-" when it was not measured)."""
+    value = None if stats is None else stats.get(key)
+    return f"{value:9.1f}" if isinstance(value, float | int) else f"{'-':>9}"
+
+
 def render_scale(report: dict[str, Any]) -> str:
     """The report as the lines `tiermem bench scale` prints."""
-
-    def ms(stats: dict[str, Any] | None, key: str) -> str:
-        value = None if stats is None else stats.get(key)
-        return f"{value:9.1f}" if isinstance(value, float | int) else f"{'-':>9}"
 
     seeding, edge, local = report["seeding"], report["edge"], report["qdrant_local"]
     lines = [
@@ -77,20 +79,35 @@ def render_scale(report: dict[str, Any]) -> str:
             f"  L0 end to end over HTTP: p50 {l0_ratios['p50']}x, p99 {l0_ratios['p99']}x "
             f"({local['l0']['calls']} calls)"
         )
-    lines.append(
-        "one user's growth: sessions   calls     p50     p99  tokens/turn (mean, max)  items/turn  tokens/item"
-    )
-    for row in report["growth"]:
+    for name, rows in report["growth"].items():
+        lines += _growth_lines(name, rows)
+    lines.append("measured on a shared machine unless stated otherwise: compare the ratios")
+    return "\n".join(lines)
+
+
+_GROWTH_TITLES = {
+    "recurring_topics": "topics recur (each question's topic gains sessions as the history grows)",
+    "one_matching_session": "one matching session per question (the rest of the history is other topics)",
+}
+
+
+def _growth_lines(name: str, rows: list[dict[str, Any]]) -> list[str]:
+    """One growth curve (scale_growth.py): a row per size, then the latency and token growth end to end."""
+    lines = [
+        f"one user's growth, {_GROWTH_TITLES.get(name, name)}:",
+        "  sessions   calls     p50     p99  tokens/turn (mean, max)  items/turn  tokens/item",
+    ]
+    for row in rows:
         lines.append(
-            f"  {row['sessions']:>24}{row['calls']:>8}{ms(row, 'p50_ms')}{ms(row, 'p99_ms')}"
+            f"  {row['sessions']:>8}{row['calls']:>8}{ms(row, 'p50_ms')}{ms(row, 'p99_ms')}"
             f"  {row['tokens_per_turn_mean']}, {row['tokens_per_turn_max']:.0f}"
             f"  {row.get('items_per_turn_mean')}  {row.get('tokens_per_item')}"
         )
-    growth = report["growth"]
-    if len(growth) > 1 and growth[0].get("p50_ms") and growth[-1].get("p50_ms"):
+    first, last = rows[0], rows[-1]
+    if len(rows) > 1 and first.get("p50_ms") and last.get("p50_ms") and first["tokens_per_turn_mean"]:
         lines.append(
-            f"latency growth {growth[0]['sessions']} -> {growth[-1]['sessions']} sessions: "
-            f"p50 {growth[-1]['p50_ms'] / growth[0]['p50_ms']:.2f}x (target <= 1.5x)"
+            f"  {first['sessions']} -> {last['sessions']} sessions: latency p50 "
+            f"{last['p50_ms'] / first['p50_ms']:.2f}x (target <= 1.5x), tokens per turn "
+            f"{last['tokens_per_turn_mean'] / first['tokens_per_turn_mean']:.2f}x"
         )
-    lines.append("measured on a shared machine unless stated otherwise: compare the ratios")
-    return "\n".join(lines)
+    return lines
