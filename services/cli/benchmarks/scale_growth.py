@@ -76,6 +76,18 @@ def _topic(base: BaseSentence) -> tuple[str, str]:
     return base.project, base.component
 
 
+@dataclass(frozen=True, slots=True)
+class _Growing:
+    """Where the histories are written and asked, and how far they grow."""
+
+    store: EpisodeStore
+    resources: Resources
+    work: Path
+    sizes: Sequence[int]
+    questions: int
+    seed: int
+
+
 async def growth_phase(
     index: VectorIndex,
     keywords: KeywordEncoder,
@@ -92,40 +104,26 @@ async def growth_phase(
         "recurring_topics": recurring_topics(bases),
         "one_matching_session": one_matching_session(bases, min(_PROBE_TOPICS, min(sizes))),
     }
-    return {
-        name: await _grow(history, index, keywords, resources, work, sizes=sizes, questions=questions, seed=seed)
-        for name, history in histories.items()
-    }
+    growing = _Growing(EpisodeStore(index, resources.embedder(), keywords), resources, work, sizes, questions, seed)
+    return {name: await _grow(history, growing) for name, history in histories.items()}
 
 
-async def _grow(
-    history: GrowingHistory,
-    index: VectorIndex,
-    keywords: KeywordEncoder,
-    resources: Resources,
-    work: Path,
-    *,
-    sizes: Sequence[int],
-    questions: int,
-    seed: int,
-) -> list[dict[str, Any]]:
+async def _grow(history: GrowingHistory, growing: _Growing) -> list[dict[str, Any]]:
     owner = Owner(TENANT, history.user)
-    store = EpisodeStore(index, resources.embedder(), keywords)
-    rng = random.Random(seed + 7)
+    rng = random.Random(growing.seed + 7)
     now = datetime.now(UTC)
     written = 0
     rows: list[dict[str, Any]] = []
-    for size in sizes:
+    for size in growing.sizes:
         for number in range(written, size):
             summary = numbered_text(history.base_of(number), number)
             occurred = now - timedelta(days=rng.uniform(0, 90))
-            await store.write(
-                owner, seeded_episode(owner, session_id=f"g{number}", summary=summary, occurred_at=occurred), []
-            )
+            episode = seeded_episode(owner, session_id=f"g{number}", summary=summary, occurred_at=occurred)
+            await growing.store.write(owner, episode, [])
         written = size
         asked = history.asked_about(size)
-        texts = [query_for(asked[rng.randrange(len(asked))], rng) for _ in range(questions)]
-        async with serving(resources, work) as http:
+        texts = [query_for(asked[rng.randrange(len(asked))], rng) for _ in range(growing.questions)]
+        async with serving(growing.resources, growing.work) as http:
             bodies = [{"user_id": history.user, "message": text} for text in texts]
             latencies, answers = await time_calls(http, "/v1/recall/auto", bodies)
         rows.append({"sessions": size, **latencies.summary(), **_injected(answers)})
