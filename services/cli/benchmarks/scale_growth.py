@@ -3,9 +3,9 @@ sessions and, at each size, L0 answers the same kind of question over HTTP; repo
 and the tokens and items injected per turn.
 
 Two histories grow side by side, because "more sessions" changes two things a question meets:
-- `recurring topics`: every session is about one of 500 decisions over 144 project/component topics,
-  drawn in turn, and a question names a topic. At 1,000 sessions a topic has ~7 sessions, each a
-  distinct decision that answers the question, so what L0 may inject grows with the history until the
+- `recurring topics`: session n is about decision n of 500 over 144 project/component topics (cycled
+  through), and a question names a topic. At 1,000 sessions a topic has ~7 sessions holding ~3.6
+  distinct decisions that answer the question, so what L0 may inject grows with the history until the
   L0 cap (3 items / 300 tokens).
 - `one matching session`: the questions ask about 10 topics that each have exactly one session; every
   other session is about another topic (often sharing the project or the component word). What
