@@ -166,6 +166,7 @@ DEFINITION = ServiceDefinition(
     settings_type=DedupSettings,
     consumers=consumers,
     register=register,
+    calls_llm=True,
     publishes=lambda subjects: (
         PublishedEvent(subjects.all_of("entity.merged"), EntityMerged, "dedup: duplicate entities were merged."),
     ),

@@ -194,6 +194,7 @@ DEFINITION = ServiceDefinition(
     settings_type=EpisodicSummarizerSettings,
     consumers=consumers,
     register=register,
+    calls_llm=True,
     publishes=lambda subjects: (
         PublishedEvent(
             subjects.all_of("episode.created"), EpisodeCreated, "episodic-summarizer: an episode was stored."

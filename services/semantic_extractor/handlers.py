@@ -228,6 +228,7 @@ DEFINITION = ServiceDefinition(
     settings_type=SemanticExtractorSettings,
     consumers=consumers,
     register=register,
+    calls_llm=True,
     publishes=lambda subjects: (
         PublishedEvent(subjects.all_of("entity.upserted"), EntityUpserted, "semantic-extractor: an entity changed."),
     ),

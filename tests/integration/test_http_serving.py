@@ -23,6 +23,7 @@ from services.common.runtime.resources import Resources
 from services.common.runtime.root import HttpApi, HttpApiStartFailed, compose
 from services.common.runtime.settings import LlmSettings, TelemetrySettings, TierMemSettings
 from services.common.stores.vector.edge import EdgeVectorIndex
+from services.episodic_summarizer.handlers import DEFINITION as SUMMARIZER
 from services.recall_api.app import create_app
 from services.recall_api.settings import RecallApiSettings
 
@@ -72,11 +73,12 @@ async def test_a_started_root_keeps_its_startup_heap_out_of_full_collections(tmp
     assert gc.get_freeze_count() == 0
 
 
-async def test_a_root_with_an_llm_imports_litellm_before_it_freezes_the_heap(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_a_root_whose_services_call_the_llm_imports_litellm_before_it_freezes_the_heap(
+    tmp_path: Path, stack_settings: TierMemSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Imported at the first session instead, litellm's objects would be outside the frozen heap and
-    every full collection would walk them again."""
+    every full collection would walk them again. A root whose services never call the model (the
+    recall API alone) does not import it at all: seconds of start-up and its memory for nothing."""
     monkeypatch.setattr(llm_gateway, "_litellm_module", None)
     imported_when_frozen: list[bool] = []
     freeze = gc.freeze
@@ -87,15 +89,18 @@ async def test_a_root_with_an_llm_imports_litellm_before_it_freezes_the_heap(
 
     monkeypatch.setattr(gc, "freeze", noting_freeze)
     app = Starlette(routes=[])
-    settings = TierMemSettings(
-        data_dir=tmp_path,
-        llm=LlmSettings(model="openai/stub-model"),
-        telemetry=TelemetrySettings(store_counts_interval_s=0),
-    )
-    root = compose(settings, [], name="http-test", http_api=HttpApi(lambda _: app, "127.0.0.1", free_port(), "warning"))
+    llm, telemetry = LlmSettings(model="openai/stub-model"), TelemetrySettings(store_counts_interval_s=0)
+    alone = TierMemSettings(data_dir=tmp_path, llm=llm, telemetry=telemetry)
+    api = HttpApi(lambda _: app, "127.0.0.1", free_port(), "warning")
+    root = compose(alone, [], name="http-test", http_api=api)
     await root.start()
     await root.stop()
-    assert imported_when_frozen == [True]
+    assert imported_when_frozen == [False]
+
+    root = compose(stack_settings.model_copy(update={"llm": llm, "telemetry": telemetry}), [SUMMARIZER])
+    await root.start()
+    await root.stop()
+    assert imported_when_frozen == [False, True]
 
 
 async def test_v1_dependencies_resolve_without_a_worker_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

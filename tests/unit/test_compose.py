@@ -28,6 +28,17 @@ SCHEMA = ROOT / "tests" / "fixtures" / "schemas" / "compose-spec.json"
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}")
 
 
+def test_every_service_whose_handlers_call_the_llm_says_so() -> None:
+    """`calls_llm` decides whether a root imports litellm before it freezes its start-up heap (root.py);
+    a service that calls the model without saying so would import it later, outside the frozen heap."""
+    import importlib
+    import inspect
+
+    for definition in all_services():
+        handlers = inspect.getsource(importlib.import_module(definition.register.__module__))
+        assert definition.calls_llm == ("resources.llm()" in handlers), definition.name
+
+
 def compose() -> dict[str, Any]:
     loaded: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
     return loaded

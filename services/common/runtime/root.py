@@ -153,8 +153,9 @@ class ServiceRoot:
             counting = keep_counting(self.resources, telemetry.store_counts_interval_s, telemetry.tenant_counts)
             self.background.append(asyncio.create_task(counting, name="store-counts"))
         await self._start_http()
-        if self.settings.llm.model is not None:
+        if self.settings.llm.model is not None and any(definition.calls_llm for definition in self.services):
             # Now, not at the first session: litellm's ~150k objects should be part of the frozen heap.
+            # A root whose services never call the model (the recall API alone, the pruner) skips it.
             await asyncio.to_thread(import_litellm)
         freeze_startup_heap()
 

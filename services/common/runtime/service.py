@@ -44,6 +44,9 @@ class ServiceDefinition(Generic[SettingsT]):
     cancelled at shutdown."""
     publishes: Callable[[Subjects], Sequence[PublishedEvent]] = _publishes_nothing
     """What the service publishes (dead letters excepted); the AsyncAPI document lists these."""
+    calls_llm: bool = False
+    """Whether its handlers call the LLM (`resources.llm()`): a root running one imports litellm at
+    start when a model is configured, so it is part of the frozen start-up heap (root.py)."""
 
     def settings_from(self, base: TierMemSettings) -> SettingsT:
         """This service's settings: the shared values of `base`, plus its own fields from the
