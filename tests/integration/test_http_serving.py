@@ -17,7 +17,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from services.cli.servers.net import free_port
+from services.cli.servers.net import claim_port, free_port
 from services.common.gateways import llm as llm_gateway
 from services.common.runtime.resources import Resources
 from services.common.runtime.root import HttpApi, HttpApiStartFailed, compose
@@ -52,6 +52,47 @@ async def test_the_composition_root_serves_http_with_httptools(tmp_path: Path) -
             assert connections and all(isinstance(c, HttpToolsProtocol) for c in connections), connections
     finally:
         await root.stop()
+
+
+def _listening_socket(kind: str) -> socket.socket:
+    if kind == "claimed":  # as `tiermem up` claims its port before it starts anything
+        return claim_port(free_port(), "the test API")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # proto 0: asyncio would leave Nagle on
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+@pytest.mark.parametrize("listener", ["bound at start", "claimed", "proto 0"])
+async def test_every_accepted_connection_has_nagle_off(tmp_path: Path, listener: str) -> None:
+    """uvicorn writes an answer's headers and body separately: with Nagle on, the body waited for the
+    client's delayed ACK (~40 ms on every keep-alive L0 call through `tiermem up`)."""
+
+    async def hello(_: object) -> PlainTextResponse:
+        return PlainTextResponse("hello")
+
+    app = Starlette(routes=[Route("/hello", hello)])
+    sock = None if listener == "bound at start" else _listening_socket(listener)
+    port = free_port() if sock is None else int(sock.getsockname()[1])
+    settings = TierMemSettings(data_dir=tmp_path, telemetry=TelemetrySettings(store_counts_interval_s=0))
+    api = HttpApi(lambda _: app, "127.0.0.1", port, "warning", sock=sock)
+    root = compose(settings, [], name="http-test", http_api=api)
+    await root.start()
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            for _ in range(2):  # the second call on the same keep-alive connection
+                assert (await http.get("/hello")).text == "hello"
+            server = root._http_server
+            assert server is not None
+            connections = list(server.server_state.connections)
+            assert connections
+            for connection in connections:
+                accepted = connection.transport.get_extra_info("socket")
+                assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0, listener
+    finally:
+        await root.stop()
+        if sock is not None:
+            sock.close()
 
 
 async def test_a_started_root_keeps_its_startup_heap_out_of_full_collections(tmp_path: Path) -> None:

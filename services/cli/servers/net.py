@@ -38,7 +38,9 @@ def claim_port(port: int, what: str, host: str = "127.0.0.1") -> socket.socket:
     a socket only bound with SO_REUSEADDR does not keep another such bind off the port. Held, the
     port is also out of reach of the outgoing connections the process makes meanwhile."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn picks it
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not 0: asyncio turns Nagle off on each accepted connection only when the
+    # socket's `proto` says TCP (base_events._set_nodelay); see root.py `_no_delay` for what it cost.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
