@@ -2,10 +2,10 @@
 
 Starts a real `tiermem up` (its own process: the stack the user runs) on a temporary data dir and a
 loopback port, seeds it, then runs the same bounded closed-loop load twice: N clients sending L0 calls
-for T seconds while the pipeline is idle, then the same while a batch of sessions is being
-consolidated. The result is the ratio of the two p99s in one run (these machines are shared and noisy;
-absolute numbers mean little). Only 127.0.0.1 is ever addressed, every loop is bounded in count and
-time, and the stack is stopped at the end whatever happens."""
+(each a question not asked before) for T seconds while the pipeline is idle, then the same while a
+batch of sessions is being consolidated. The result is the ratio of the two p99s in one run (these
+machines are shared and noisy; absolute numbers mean little). Only 127.0.0.1 is ever addressed, every
+loop is bounded in count and time, and the stack is stopped at the end whatever happens."""
 
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ LOCAL_TENANT = "local"  # the tenant of the embedded stack's generated API key
 
 class DistinctQuestions:
     """Every L0 call of a run asks a message no call asked before, so each one embeds its query as a
-    live turn does. (Until stop 34 the clients cycled through 8 fixed questions: after the first 8
-    calls every L0 took its vector from the query-vector cache, and the benchmark timed L0 without
-    its largest part, or its contention with the passages being embedded.)"""
+    live turn does. Cycling through a few fixed questions would let every call after the first few
+    take its vector from the query-vector cache, timing L0 without its largest part (the embedding)
+    and without that part's contention with the passages being embedded."""
 
     def __init__(self, seed: int) -> None:
         self._rng = random.Random(seed)
@@ -236,7 +236,10 @@ async def run_load_bench(
 
 
 def render_load(result: LoadResult) -> str:
-    lines = [f"L0 POST /v1/recall/auto, {result.clients} clients, {result.duration_s:.0f} s per phase (client-side ms)"]
+    lines = [
+        f"L0 POST /v1/recall/auto, {result.clients} clients, {result.duration_s:.0f} s per phase, every message new "
+        "(client-side ms)"
+    ]
     lines.append(f"{'phase':<18}{'calls':>8}{'errors':>8}{'p50':>9}{'p99':>9}{'max':>9}")
     for phase in (result.idle, result.ingesting):
         row = phase.summary()
