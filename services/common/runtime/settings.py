@@ -106,6 +106,8 @@ class EmbeddingSettings(BaseModel):
     local_passage_nice: int = Field(
         default=10, ge=0, le=19, description="How much lower the local passage thread's CPU priority is (Linux nice)."
     )
+    local_query_threads: int = Field(default=1, ge=1, description="OpenMP threads of one local query embedding.")
+    local_query_workers: int = Field(default=2, ge=1, description="Local query embeddings computed at once.")
 
 
 class TelemetrySettings(BaseModel):
