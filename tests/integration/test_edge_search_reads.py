@@ -37,6 +37,7 @@ from services.common.stores.vector.port import (
     SparseVector,
     VectorRecord,
 )
+from tests.support.edge_calls import ShardCalls
 
 pytestmark = pytest.mark.integration
 
@@ -81,26 +82,10 @@ def alice_records() -> list[VectorRecord]:
 QUERY_TERMS = SparseVector(indices=[TERM], values=[1.0])
 
 
-class _Calls:
-    """Edge shard proxy counting the calls made through it (the binding's methods cannot be patched)."""
-
-    def __init__(self, shard: Any) -> None:
-        self.shard = shard
-        self.calls: dict[str, int] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.shard, name)
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] = self.calls.get(name, 0) + 1
-            return method(*args, **kwargs)
-
-        return counted
-
-
 @pytest.fixture
 async def index(tmp_path: Path) -> Any:
     opened = EdgeVectorIndex(tmp_path / "edge")
+    opened.small_owner_points = 0  # Edge's own branches and reads (test_edge_small_owner.py has the rows')
     await opened.ensure_collection(EPISODES, DIM)
     await opened.upsert(EPISODES, ALICE, alice_records())
     await opened.upsert(EPISODES, BOB, [record(BOB, "needle", NEEDLE_DENSE, [TERM])])
@@ -110,9 +95,9 @@ async def index(tmp_path: Path) -> Any:
         await opened.close()
 
 
-def counting(index: EdgeVectorIndex) -> _Calls:
+def counting(index: EdgeVectorIndex) -> ShardCalls:
     opened = index._collections[EPISODES]
-    proxy = _Calls(opened.shard)
+    proxy = ShardCalls(opened.shard)
     opened.shard = proxy  # type: ignore[assignment]
     return proxy
 

@@ -707,8 +707,15 @@ class _CountingShard:
         return getattr(self.shard, name)
 
 
-async def test_edge_runs_the_keyword_branch_before_the_vector_arrives(tmp_path: Path, corpus: Corpus) -> None:
+@pytest.mark.parametrize("rows", [True, False], ids=["small-owner-rows", "edge-dense-branch"])
+async def test_edge_runs_the_keyword_branch_before_the_vector_arrives(
+    tmp_path: Path, corpus: Corpus, rows: bool
+) -> None:
+    """While the vector is pending: the keyword branch (and a small owner's rows, edge_small.py). After it:
+    Edge's dense branch, or for a small owner nothing more from Edge at all."""
     index = EdgeVectorIndex(tmp_path / "edge")
+    if not rows:
+        index.small_owner_points = 0
     try:
         await index.ensure_collection(EPISODES, DIM)
         await index.upsert(EPISODES, ALICE, corpus.records(ALICE))
@@ -727,7 +734,7 @@ async def test_edge_runs_the_keyword_branch_before_the_vector_arrives(tmp_path: 
         assert counting.batches == 1  # the keyword branch, while the vector is pending
         vector.set_result(corpus.query_vector(text))
         assert (await search)[0].payload["key"] == "onbiseo"
-        assert counting.batches == 2  # then the dense branch alone
+        assert counting.batches == (1 if rows else 2)  # then the dense branch alone, unless the rows answered
     finally:
         await index.close()
 

@@ -75,6 +75,7 @@ from services.common.stores.vector.adapter_support import (
 from services.common.stores.vector.edge_filters import edge_filter, filtered_fields, read_payloads, retrieve_payloads
 from services.common.stores.vector.edge_owner_terms import OwnerTermIndex
 from services.common.stores.vector.edge_power import PowerUserSearch, SearchScope, run_branches
+from services.common.stores.vector.edge_small import SMALL_OWNER_POINTS, EarlyReads, read_while_embedding
 from services.common.stores.vector.edge_window import DEFAULT_WINDOW_POINTS, RecentWindows
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
 
@@ -168,6 +169,7 @@ class EdgeVectorIndex:
         self.dense_windows = RecentWindows(dense_window)
         self.owner_terms = OwnerTermIndex(dense_window)
         self._power = PowerUserSearch(self.dense_windows, self.owner_terms)
+        self.small_owner_points = SMALL_OWNER_POINTS  # owners up to this are searched from rows (0: never)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -470,15 +472,11 @@ class EdgeVectorIndex:
         scope = SearchScope(opened.shard, collection, owner, conditions, self._fusion.candidates(limit), points)
         alive = functools.partial(self._is_open, collection, opened)
         keyword = self._power.keyword(scope, sparse, alive=alive) if weights.keyword > 0 and sparse.indices else None
-        keyword_points: list[qe.ScoredPoint] | None = None
-        prefetched: dict[str, dict[str, Any]] = {}
-        if keyword is not None and not query_vector_ready(dense):
-            # The keyword branch needs no query vector: it runs while the query is still embedding, and
-            # so does the payload read of its best `limit` (most of the fused best: ~0.65 ms a read of
-            # 6 cache-cold points right after the embedding, measured).
-            [found] = opened.shard.query_batch(qe.QueryBatchRequest([keyword.request]))
-            keyword_points = keyword.points(opened.shard, found)
-            prefetched = retrieve_payloads(opened.shard, owner, [str(point.id) for point in keyword_points[:limit]])
+        early = EarlyReads()
+        if not query_vector_ready(dense):  # what needs no query vector runs while the query embeds
+            small = self.small_owner_points if weights.dense > 0 else 0
+            early = read_while_embedding(scope, keyword, small=small, dim=opened.dense_dim, limit=limit)
+        rows, keyword_points = early.rows, early.keyword_points
         vector = await resolve_query_vector(dense)
         if vector is None:  # the vector missed its deadline: keywords alone
             weights = port.HybridWeights(keyword=weights.keyword, dense=0.0)
@@ -490,11 +488,18 @@ class EdgeVectorIndex:
             raise ValueError(f"dense query has shape {query_vector.shape}, expected ({opened.dense_dim},)")
         # The current shard: a swap (edge_builds) may have replaced and closed `scope.shard` meanwhile.
         current = dataclasses.replace(scope, shard=opened.shard)
-        dense_branch = None
-        if run_dense:
-            backfill = functools.partial(self._backfill_writes, collection, opened)
-            dense_branch = self._power.dense(current, query_vector, backfill)
-        dense_hits, keyword_hits = run_branches(current, dense_branch, keyword, keyword_points, query_vector)
+        if rows is not None and opened.changed_since(began, filtered_fields(conditions)):
+            rows = None  # written meanwhile: Edge answers, and the payloads are read through the conditions
+        if rows is not None:
+            dense_hits, keyword_hits = rows.branches(
+                query_vector if run_dense else None, scope.candidates, keyword_points
+            )
+        else:
+            dense_branch = None
+            if run_dense:
+                backfill = functools.partial(self._backfill_writes, collection, opened)
+                dense_branch = self._power.dense(current, query_vector, backfill)
+            dense_hits, keyword_hits = run_branches(current, dense_branch, keyword, keyword_points, query_vector)
         if weights.keyword > 0 and keyword_hits is None:  # a query without keyword terms: no keyword hit
             keyword_hits = []
         fused = fuse_branches(
@@ -511,11 +516,13 @@ class EdgeVectorIndex:
         # after a write that may change which points pass the search's conditions they are read again
         # through them; otherwise every hit passed them in its branch, and reading by id alone costs
         # about half (measured). Not after a recall count: it sets no field a search filters on.
+        if rows is not None:
+            return scored_records(fused, rows.payloads)
         fused_ids = [hit.id for hit in fused]
         if opened.changed_since(began, filtered_fields(conditions)):
             return scored_records(fused, read_payloads(opened.shard, conditions, fused_ids))
-        missing = [point for point in fused_ids if point not in prefetched]
-        return scored_records(fused, {**prefetched, **retrieve_payloads(opened.shard, owner, missing)})
+        missing = [point for point in fused_ids if point not in early.prefetched]
+        return scored_records(fused, {**early.prefetched, **retrieve_payloads(opened.shard, owner, missing)})
 
     def _is_open(self, collection: str, opened: _Collection) -> bool:
         """Whether `opened` is still the collection's (not closed, nor reopened meanwhile)."""
