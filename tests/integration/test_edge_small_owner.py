@@ -166,3 +166,17 @@ async def test_a_point_written_while_the_query_embeds_is_found(index: EdgeVector
     vector.set_result(query)
     (best,) = await search
     assert best.payload["key"] == "newest"
+
+
+async def test_a_zero_query_vector_is_left_to_edge(index: EdgeVectorIndex) -> None:
+    """Every point is at cosine 0 from a zero vector, and which of them Edge's dense branch returns (as
+    candidates at score 0) is Edge's choice: the rows do not guess it."""
+    zero, sparse = [0.0] * DIM, SparseVector([1], [1.0])
+    answers = []
+    for small in (64, 0):
+        index.small_owner_points = small
+        vector, search = await pending_search(index, zero, sparse, limit=8, search_filter=None)
+        vector.set_result(zero)
+        answers.append(summary(await search))
+    assert answers[0] == answers[1]
+    assert any(score == 0 for _, score, *_ in answers[0])  # Edge's zero-score dense candidates are there

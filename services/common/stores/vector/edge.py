@@ -488,8 +488,8 @@ class EdgeVectorIndex:
             raise ValueError(f"dense query has shape {query_vector.shape}, expected ({opened.dense_dim},)")
         # The current shard: a swap (edge_builds) may have replaced and closed `scope.shard` meanwhile.
         current = dataclasses.replace(scope, shard=opened.shard)
-        if rows is not None and opened.changed_since(began, filtered_fields(conditions)):
-            rows = None  # written meanwhile: Edge answers, and the payloads are read through the conditions
+        if rows is not None and (opened.changed_since(began, filtered_fields(conditions)) or not query_vector.any()):
+            rows = None  # written meanwhile, or a zero vector (whose "nearest" Edge picks itself): Edge answers
         if rows is not None:
             dense_hits, keyword_hits = rows.branches(
                 query_vector if run_dense else None, scope.candidates, keyword_points
@@ -503,13 +503,7 @@ class EdgeVectorIndex:
         if weights.keyword > 0 and keyword_hits is None:  # a query without keyword terms: no keyword hit
             keyword_hits = []
         fused = fuse_branches(
-            dense_hits,
-            keyword_hits,
-            query_vector,
-            weights,
-            corpus_size=opened.points,
-            limit=limit,
-            config=self._fusion,
+            dense_hits, keyword_hits, query_vector, weights, corpus_size=opened.points, limit=limit, config=self._fusion
         )
         # The fused best's payloads (the branches read none: ~3x cheaper each, measured). A keyword
         # branch that ran while the query embedded may have seen a point that a write changed meanwhile:

@@ -50,7 +50,7 @@ class SmallOwnerRows:
         self, query_vector: np.ndarray[Any, np.dtype[np.float32]], candidates: int, keyword_ids: Collection[str]
     ) -> list[BranchHit]:
         """The dense branch over the rows: the best `candidates` by cosine, then each keyword hit not among
-        them with its cosine (a zero query vector has none: no dense hits, as Edge's path gives)."""
+        them with its cosine (edge.py leaves a zero query vector to Edge; here it gets no hits)."""
         norm = float(np.linalg.norm(query_vector))
         if not self.ids or norm == 0:
             return []
