@@ -37,7 +37,7 @@ from services.common.stores.vector.port import (
     SparseVector,
     VectorRecord,
 )
-from tests.support.edge_calls import ShardCalls
+from tests.support.edge_calls import ShardCalls, search_with_vector_pending
 
 pytestmark = pytest.mark.integration
 
@@ -107,16 +107,9 @@ async def search_while_embedding(
 ) -> tuple[asyncio.Future[Sequence[float] | None], asyncio.Future[list[ScoredRecord]]]:
     """Alice's search for the needle's term, started with its query vector still to come (as L0 runs
     while the query embeds), after it has done all it can without the vector."""
-    vector: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
-    search = asyncio.ensure_future(
-        index.hybrid_query(
-            EPISODES, ALICE, dense=vector, sparse=QUERY_TERMS, weights=L0, limit=limit, search_filter=search_filter
-        )
+    return await search_with_vector_pending(
+        index, EPISODES, ALICE, sparse=QUERY_TERMS, weights=L0, limit=limit, search_filter=search_filter
     )
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert not search.done()
-    return vector, search
 
 
 def expected_needle_dense() -> float:

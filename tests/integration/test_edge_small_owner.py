@@ -25,7 +25,7 @@ from services.common.stores.vector.port import (
     SparseVector,
     VectorRecord,
 )
-from tests.support.edge_calls import ShardCalls
+from tests.support.edge_calls import ShardCalls, search_with_vector_pending
 
 pytestmark = pytest.mark.integration
 
@@ -74,23 +74,16 @@ async def index(tmp_path: Path) -> Any:
 
 async def pending_search(
     index: EdgeVectorIndex,
-    query: Sequence[float],
     sparse: SparseVector,
     *,
     limit: int,
     search_filter: SearchFilter | None,
     weights: HybridWeights = L0,
 ) -> tuple[asyncio.Future[Sequence[float] | None], asyncio.Future[list[ScoredRecord]]]:
-    vector: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
-    search = asyncio.ensure_future(
-        index.hybrid_query(
-            EPISODES, ALICE, dense=vector, sparse=sparse, weights=weights, limit=limit, search_filter=search_filter
-        )
+    """Alice's search, with its query vector still to come."""
+    return await search_with_vector_pending(
+        index, EPISODES, ALICE, sparse=sparse, weights=weights, limit=limit, search_filter=search_filter
     )
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert not search.done()
-    return vector, search
 
 
 def summary(results: list[ScoredRecord]) -> list[tuple[str, float, float | None, float | None, dict[str, Any]]]:
@@ -107,11 +100,11 @@ async def test_rows_answer_as_edge_does(index: EdgeVectorIndex, search_filter: S
         sparse = SparseVector(indices=terms, values=[1.0, 0.5])
         limit = rng.choice([1, 2, 5])
         index.small_owner_points = 64
-        vector, search = await pending_search(index, query, sparse, limit=limit, search_filter=search_filter)
+        vector, search = await pending_search(index, sparse, limit=limit, search_filter=search_filter)
         vector.set_result(query)
         from_rows = await search
         index.small_owner_points = 0
-        vector, search = await pending_search(index, query, sparse, limit=limit, search_filter=search_filter)
+        vector, search = await pending_search(index, sparse, limit=limit, search_filter=search_filter)
         vector.set_result(query)
         from_edge = await search
         assert [r.id for r in from_rows] == [r.id for r in from_edge]
@@ -129,7 +122,7 @@ async def test_a_small_owner_asks_nothing_of_edge_once_the_vector_arrives(index:
     calls = ShardCalls(index._collections[EPISODES].shard)
     index._collections[EPISODES].shard = calls  # type: ignore[assignment]
     query = unit(random.Random(3))
-    vector, search = await pending_search(index, query, SparseVector([1, 2], [1.0, 1.0]), limit=3, search_filter=None)
+    vector, search = await pending_search(index, SparseVector([1, 2], [1.0, 1.0]), limit=3, search_filter=None)
     before = list(calls.names)
     assert "scroll" in before and "query_batch" in before  # the rows and the keyword branch, meanwhile
     vector.set_result(query)
@@ -142,7 +135,7 @@ async def test_an_owner_over_the_limit_is_searched_by_edge(index: EdgeVectorInde
     calls = ShardCalls(index._collections[EPISODES].shard)
     index._collections[EPISODES].shard = calls  # type: ignore[assignment]
     query = unit(random.Random(4))
-    vector, search = await pending_search(index, query, SparseVector([1], [1.0]), limit=3, search_filter=None)
+    vector, search = await pending_search(index, SparseVector([1], [1.0]), limit=3, search_filter=None)
     before = len(calls.names)
     vector.set_result(query)
     assert len(await search) == 3
@@ -153,7 +146,7 @@ async def test_a_point_written_while_the_query_embeds_is_found(index: EdgeVector
     query = unit(random.Random(6))
     dense_only = HybridWeights(keyword=0.0, dense=1.0)
     vector, search = await pending_search(
-        index, query, SparseVector([1], [1.0]), limit=1, search_filter=None, weights=dense_only
+        index, SparseVector([1], [1.0]), limit=1, search_filter=None, weights=dense_only
     )
     # The rows were read; now a point identical to the query arrives: it must be the best hit.
     newest = VectorRecord(
@@ -175,7 +168,7 @@ async def test_a_zero_query_vector_is_left_to_edge(index: EdgeVectorIndex) -> No
     answers = []
     for small in (64, 0):
         index.small_owner_points = small
-        vector, search = await pending_search(index, zero, sparse, limit=8, search_filter=None)
+        vector, search = await pending_search(index, sparse, limit=8, search_filter=None)
         vector.set_result(zero)
         answers.append(summary(await search))
     assert answers[0] == answers[1]
