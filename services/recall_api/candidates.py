@@ -13,6 +13,7 @@ from datetime import datetime
 
 from services.common.domain.facts import Fact
 from services.common.domain.owner import Owner
+from services.common.gateways.embedder import begin_query
 from services.common.runtime.resources import Resources
 from services.common.stores.episodes import EpisodeHit, EpisodeStore, PassageHit
 from services.common.stores.facts import FactHit, FactStore
@@ -117,11 +118,14 @@ class CandidateRetriever:
         self.resources = resources
 
     async def embed(self, text: str) -> Query:
-        keywords = self.resources.keywords()
-        dense, sparse = await asyncio.gather(
-            self.resources.embedder().embed_query(text), asyncio.to_thread(keywords.encode_query, text)
-        )
-        return Query(text=text, dense=dense, sparse=sparse)
+        embedding = begin_query(self.resources.embedder(), text)  # started before the keyword form takes the GIL
+        try:
+            sparse = await asyncio.to_thread(self.resources.keywords().encode_query, text)
+        except BaseException:
+            if not embedding.cancel() and not embedding.cancelled():  # done: its error is retrieved, not logged lost
+                embedding.exception()
+            raise
+        return Query(text=text, dense=await embedding, sparse=sparse)
 
     async def candidates(
         self, owner: Owner, query: Query, search: CandidateSearch

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from services.common.gateways.embedder import begin_query
 from services.common.runtime.resources import Resources
 from services.recall_api.candidates import Query
 
@@ -77,7 +78,8 @@ async def _by_deadline(embedding: asyncio.Future[list[float]], deadline: float) 
 async def start_query(resources: Resources, text: str, *, deadline: float) -> PendingQuery:
     """Start embedding `text` (the dense form, due by `deadline`, a `time.perf_counter()` instant) and
     return once its keyword form is encoded, which happens meanwhile."""
-    embedding = asyncio.ensure_future(resources.embedder().embed_query(text))
+    # Started before the keyword encoding takes the GIL (gateways/embedder.py `begin_query`).
+    embedding = begin_query(resources.embedder(), text)
     dense = asyncio.ensure_future(_by_deadline(embedding, deadline))
     try:
         sparse = await asyncio.to_thread(resources.keywords().encode_query, text)

@@ -300,6 +300,31 @@ def test_one_query_worker_takes_the_turns_one_at_a_time() -> None:
         waits[1].result()
 
 
+async def test_a_query_embedding_has_entered_the_model_when_begin_query_returns() -> None:
+    """`begin_query` returns once a free query thread is inside the model call, so a caller that goes on
+    working in Python (L0's keyword searches) does not keep the thread from starting for want of the GIL.
+    Without the wait, the woken thread could not reach the model while this test holds the GIL."""
+    embedder = LocalE5Embedder(query_workers=1, query_start_wait_s=30)
+    warm = await embedder.embed_query("warm up")  # the model loaded and the query thread started
+    assert embedder.queries_entered == 1
+    pending = embedder.begin_query("warm up")
+    assert embedder.queries_entered == 2  # no await in between: it started before begin_query returned
+    assert await pending == warm
+
+
+async def test_begin_query_does_not_wait_while_every_query_thread_is_busy() -> None:
+    """With the only query thread busy the next embedding queues: waiting for it to start would block the
+    caller until the one before finished. Both vectors still come back."""
+    embedder = LocalE5Embedder(query_workers=1, query_start_wait_s=30)
+    await embedder.embed_query("warm up")
+    first = embedder.begin_query("billing in Go?")
+    second = embedder.begin_query("결제 서비스?")
+    assert embedder.queries_entered == 2  # the first started; the second did not wait for its turn
+    assert await first == await embedder.embed_query("billing in Go?")
+    assert await second == await embedder.embed_query("결제 서비스?")
+    assert embedder.queries_entered == 5
+
+
 async def test_local_e5_embeds_repeated_passages_once_and_identically() -> None:
     """Repeated texts (an abstract equal to its only passage, a fact seen again) are embedded once;
     a cached, de-duplicated or batched vector is bit-identical to the text embedded alone."""
