@@ -16,7 +16,7 @@ import os
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal
@@ -193,17 +193,14 @@ class TracedEmbedder(DelegatingEmbedder):
                 return await self._inner.embed_passages(texts)
 
     async def embed_query(self, text: str) -> list[float]:
-        with _tracer.start_as_current_span(f"embeddings {self.model_name}", kind=SpanKind.CLIENT) as span:
-            span.set_attributes(self._attributes("query", 1))
-            with EMBEDDING_SECONDS.labels(kind="query").time():
-                return await self._inner.embed_query(text)
+        return await self._traced_query(self._inner.embed_query(text))  # the coroutine runs inside the span
 
     def begin_query(self, text: str) -> asyncio.Future[list[float]]:
         """`embed_query`, with the inner embedding started before this returns (gateways/embedder.py);
         the span and the histogram start a loop step later, when the task that waits for it first runs."""
         return asyncio.ensure_future(self._traced_query(begin_query(self._inner, text)))
 
-    async def _traced_query(self, pending: asyncio.Future[list[float]]) -> list[float]:
+    async def _traced_query(self, pending: Awaitable[list[float]]) -> list[float]:
         with _tracer.start_as_current_span(f"embeddings {self.model_name}", kind=SpanKind.CLIENT) as span:
             span.set_attributes(self._attributes("query", 1))
             with EMBEDDING_SECONDS.labels(kind="query").time():
