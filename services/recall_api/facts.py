@@ -135,7 +135,9 @@ class FactMemory:
             for r in ranked
         ]
         budget = token_budget or self.settings.facts_default_token_budget
-        fitted = memory_section.fit_section(lines, token_budget=budget, count_tokens=self.token_counter().count_tokens)
+        fitted = memory_section.fit_section(
+            lines, token_budget=budget, count_tokens=self.token_counter().count_tokens_cached
+        )
         included = [ranked[i] for i in fitted.included]
         note_recalled(self.recall_counts, owner, included)
         self.metrics.record(

@@ -115,7 +115,7 @@ class AutoRecall:
             memory_section.render_item(item.abstract, r.provenance_date) for item, r in zip(items, ranked, strict=True)
         ]
         counter = self.token_counter()
-        fitted = memory_section.fit_section(lines, token_budget=budget, count_tokens=counter.count_tokens)
+        fitted = memory_section.fit_section(lines, token_budget=budget, count_tokens=counter.count_tokens_cached)
         injected = [ranked[i] for i in fitted.included]
         note_recalled(self.recall_counts, owner, injected)
         latency_ms = (time.perf_counter() - started) * 1000

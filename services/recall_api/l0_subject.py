@@ -15,6 +15,7 @@ facts), so the rule needs no list of names and applies to any conversation.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -50,7 +51,14 @@ def speaker_lines(text: str) -> list[Line]:
 
 def known_speakers(texts: Iterable[str]) -> set[str]:
     """Every speaker label seen in the texts (casefolded)."""
-    return {line.speaker.casefold() for text in texts for line in speaker_lines(text) if line.speaker}
+    return {speaker for text in texts for speaker in _speakers(text)}
+
+
+@functools.lru_cache(maxsize=8_192)
+def _speakers(text: str) -> frozenset[str]:
+    """The speaker labels of one text (casefolded), kept: L0 reads them for every candidate of every turn,
+    and the same memories come back turn after turn."""
+    return frozenset(line.speaker.casefold() for line in speaker_lines(text) if line.speaker)
 
 
 def _mentions(text: str, person: str) -> bool:

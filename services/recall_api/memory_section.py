@@ -48,6 +48,9 @@ def render_item(text: str, provenance: str | None) -> str:
     return f"- {body}{suffix}"
 
 
+_SECTION_HEAD = "\n".join([MEMORY_HEADING, MEMORY_PREAMBLE, _FENCE_OPEN]) + "\n"
+
+
 def compose_section(lines: Sequence[str]) -> str:
     if not lines:
         return ""
@@ -64,23 +67,26 @@ class FittedSection:
 def fit_section(lines: Sequence[str], *, token_budget: int, count_tokens: Callable[[str], int]) -> FittedSection:
     """The `## Memory Context` section with as many lines as fit in `token_budget` tokens (heading,
     preamble and fence included), taking them in order and skipping one that does not fit rather than
-    cutting it (a cut memory can say something it never said). Empty when nothing fits."""
-    if lines:
-        # Most turns' lines all fit: one count instead of one per line (~0.13 ms each, measured).
-        whole = compose_section(lines)
-        whole_tokens = count_tokens(whole)
-        if whole_tokens <= token_budget:
-            return FittedSection(text=whole, included=list(range(len(lines))), tokens=whole_tokens)
-    chosen: list[str] = []
+    cutting it (a cut memory can say something it never said). Empty when nothing fits.
+
+    `lines` are `render_item` lines. The section's tokens are counted piece by piece: the heading block
+    and each line with the line break after it, then the closing fence. Why that is the whole's count:
+    the BPE pre-tokenizers of the bundled encodings (o200k, cl100k) never join a line break to the "-"
+    or "`" that begins the next line, and BPE never merges across pre-tokens (a test checks it against
+    counting the whole, on random lines). Why pieces: the same memories come back turn after turn, and
+    a counter that keeps the counts of short texts (`TokenCounter.count_tokens_cached`) then counts
+    none of them again; counting the whole section cost ~0.27 ms for three items, cache-cold after the
+    query embedding (measured)."""
+    for line in lines:
+        if not line.startswith("- ") or _LINE_BREAKS.search(line):
+            raise ValueError(f"not a memory line (render_item): {line[:40]!r}")
+    tokens = count_tokens(_SECTION_HEAD) + count_tokens(_FENCE_CLOSE)
     included: list[int] = []
-    tokens = 0
     for index, line in enumerate(lines):
-        trial = compose_section([*chosen, line])
-        trial_tokens = count_tokens(trial)
-        if trial_tokens <= token_budget:
-            chosen.append(line)
+        cost = count_tokens(line + "\n")
+        if tokens + cost <= token_budget:
             included.append(index)
-            tokens = trial_tokens
-    if not chosen:
+            tokens += cost
+    if not included:
         return FittedSection(text="", included=[], tokens=0)
-    return FittedSection(text=compose_section(chosen), included=included, tokens=tokens)
+    return FittedSection(text=compose_section([lines[i] for i in included]), included=included, tokens=tokens)

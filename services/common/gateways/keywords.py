@@ -163,7 +163,16 @@ def surface_terms(text: str) -> frozenset[str]:
     has them, and every two-syllable window of each Hangul run (marked like the bigram terms; a
     one-syllable run as itself). Microseconds where `tokens` costs Kiwi ~0.25 ms per Korean text: for
     comparing two texts' wording (l0_select's redundancy check), where particles cost a bigram or
-    two and a stem nothing."""
+    two and a stem nothing. Kept for short texts, like `tokens` (the same memories come back)."""
+    return _cached_surface_terms(text) if len(text) <= _CACHED_TEXT_CHARS else _surface_terms(text)
+
+
+@functools.lru_cache(maxsize=8_192)
+def _cached_surface_terms(text: str) -> frozenset[str]:
+    return _surface_terms(text)
+
+
+def _surface_terms(text: str) -> frozenset[str]:
     normalized = unicodedata.normalize("NFKC", text).casefold()
     terms = {_s_stem(word) for word in _OTHER_WORD.findall(normalized) if _keep_word(word)}
     for run in _HANGUL_RUN.findall(normalized):

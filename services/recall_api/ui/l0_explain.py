@@ -111,7 +111,9 @@ async def explain_auto(service: RecallService, tenant_id: str, request: AutoReca
     selection = select_injection(passing, found.parts, text, tokens, l0_policy(settings), limit=max_entries)
     offered = selection.chosen[:max_entries]
     lines = [memory_section.render_item(memory_item(r).abstract, r.provenance_date) for r in offered]
-    fitted = memory_section.fit_section(lines, token_budget=budget, count_tokens=service.token_counter().count_tokens)
+    fitted = memory_section.fit_section(
+        lines, token_budget=budget, count_tokens=service.token_counter().count_tokens_cached
+    )
     injected = {offered[i].candidate.id for i in fitted.included}
     cut = _CutReasons(threshold, max_entries, budget, {r.candidate.id for r in offered}, selection.dropped)
     explained = [ExplainedItem(memory_item(r), r.candidate.id in injected, cut.reason(r, injected)) for r in ranked]

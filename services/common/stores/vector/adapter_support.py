@@ -155,11 +155,11 @@ async def resolve_query_vector(dense: QueryVector) -> Sequence[float] | None:
 class BranchHit:
     """One candidate from a branch, without its payload. `dense_vector` is the stored
     (engine-normalised) dense vector, fetched for keyword hits so that keyword-only candidates still
-    get their cosine."""
+    get their cosine (an array when it was converted beforehand: edge_small.py)."""
 
     id: str
     score: float
-    dense_vector: Sequence[float] | None = None
+    dense_vector: Sequence[float] | np.ndarray[Any, np.dtype[np.float32]] | None = None
 
 
 def fuse_branches(

@@ -471,12 +471,17 @@ class EdgeVectorIndex:
         points = self._power.owner_points(opened.shard, collection, owner, stamp=opened.count_stamp)
         scope = SearchScope(opened.shard, collection, owner, conditions, self._fusion.candidates(limit), points)
         alive = functools.partial(self._is_open, collection, opened)
-        keyword = self._power.keyword(scope, sparse, alive=alive) if weights.keyword > 0 and sparse.indices else None
+        small = self.small_owner_points if weights.dense > 0 else 0
+        early_vectors = weights.dense > 0 and not query_vector_ready(dense) and points > small
+        keyword = (
+            self._power.keyword(scope, sparse, alive=alive, with_vectors=early_vectors)
+            if weights.keyword > 0 and sparse.indices
+            else None
+        )
         early = EarlyReads()
         if not query_vector_ready(dense):  # what needs no query vector runs while the query embeds
-            small = self.small_owner_points if weights.dense > 0 else 0
             early = read_while_embedding(scope, keyword, small=small, dim=opened.dense_dim, limit=limit)
-        rows, keyword_points = early.rows, early.keyword_points
+        rows, early_keyword_hits = early.rows, early.keyword_hits
         vector = await resolve_query_vector(dense)
         if vector is None:  # the vector missed its deadline: keywords alone
             weights = port.HybridWeights(keyword=weights.keyword, dense=0.0)
@@ -492,14 +497,14 @@ class EdgeVectorIndex:
             rows = None  # written meanwhile, or a zero vector (whose "nearest" Edge picks itself): Edge answers
         if rows is not None:
             dense_hits, keyword_hits = rows.branches(
-                query_vector if run_dense else None, scope.candidates, keyword_points
+                query_vector if run_dense else None, scope.candidates, early_keyword_hits
             )
         else:
             dense_branch = None
             if run_dense:
                 backfill = functools.partial(self._backfill_writes, collection, opened)
                 dense_branch = self._power.dense(current, query_vector, backfill)
-            dense_hits, keyword_hits = run_branches(current, dense_branch, keyword, keyword_points, query_vector)
+            dense_hits, keyword_hits = run_branches(current, dense_branch, keyword, early_keyword_hits, query_vector)
         if weights.keyword > 0 and keyword_hits is None:  # a query without keyword terms: no keyword hit
             keyword_hits = []
         fused = fuse_branches(

@@ -3,9 +3,9 @@ more points than the window in a collection): the dense branch over their recent
 (edge_window.py), shortlisted from the window's vectors in memory (edge_window_vectors.py); the keyword
 branch shortlisted from their postings in memory (edge_owner_terms.py). Each shortlisted request comes
 with the request to run instead when the shortlist may have fallen short. Normal owners get the plain
-requests: for them Edge's planner already scores just the owner's few points. Every branch request
-reads ids and scores only (a keyword hit's cosine is one more request: `run_branches`); edge.py reads
-the payloads of the fused best."""
+requests: for them Edge's planner already scores just the owner's few points. Branch requests read ids
+and scores, no payloads (edge.py reads the payloads of the fused best); a keyword branch that runs while
+the query embeds also reads its hits' dense vectors, for their cosines after (`run_branches`)."""
 
 from __future__ import annotations
 
@@ -88,39 +88,41 @@ def run_branches(
     scope: SearchScope,
     dense: BranchRequest | None,
     keyword: BranchRequest | None,
-    keyword_points: list[qe.ScoredPoint] | None,
+    early_keyword_hits: list[BranchHit] | None,
     query_vector: np.ndarray[Any, np.dtype[np.float32]],
 ) -> tuple[list[BranchHit] | None, list[BranchHit] | None]:
     """The dense and keyword hits of a search (None: that branch did not run), in one batch when it can.
 
-    `keyword_points`: the keyword branch's points when it ran already (while the query embedded); else
-    `keyword` runs here, beside `dense`. A keyword hit the dense branch did not return still gets its
-    cosine, from Edge (a request over those ids, in the dense branch's batch once the keyword hits are
-    known), counted as a dense hit as fusion counts it: the keyword branch fetching the hits' vectors
-    for numpy instead cost ~0.3-0.4 ms a search for 12 hits, most of it turning 384 floats a hit into
-    Python and back (measured)."""
+    `early_keyword_hits`: the keyword branch's hits when it ran already (while the query embedded, its
+    hits read with their dense vectors: `read_while_embedding`); else `keyword` runs here, beside
+    `dense`. A keyword hit the dense branch did not return still gets its cosine: from its vector in
+    the fusion (`fuse_branches`) when it came with one, else from Edge (a request over those ids, in
+    the dense branch's batch once the keyword hits are known), counted as a dense hit as fusion counts
+    it. Fetching the vectors here, after the query vector, cost ~0.3-0.4 ms a search for 12 hits, most
+    of it turning 384 floats a hit into Python and back (measured); beside the embedding it costs the
+    turn nothing."""
     shard = scope.shard
     query = query_vector.tolist() if dense is not None else []
     cosines = dense is not None and bool(np.any(query_vector))  # a zero vector has no cosine (fusion: 0)
-    cosine_ids = [str(point.id) for point in keyword_points or []] if cosines else []
-    ran_keyword = keyword is not None and keyword_points is None
+    cosine_ids = [hit.id for hit in early_keyword_hits or [] if hit.dense_vector is None] if cosines else []
+    ran_keyword = keyword is not None and early_keyword_hits is None
     branches = [b for b in (dense, keyword if ran_keyword else None) if b is not None]
     requests = [b.request for b in branches] + ([_cosines(scope, query, cosine_ids)] if cosine_ids else [])
     found = iter(shard.query_batch(qe.QueryBatchRequest(requests)) if requests else [])
     dense_points = dense.points(shard, next(found)) if dense is not None else None
-    if keyword is not None and keyword_points is None:
-        keyword_points = keyword.points(shard, next(found))
+    keyword_hits = early_keyword_hits
+    if keyword is not None and ran_keyword:
+        keyword_hits = [branch_hit(point) for point in keyword.points(shard, next(found))]
     cosine_points = next(found, [])
     dense_ids = {str(point.id) for point in dense_points or []}
     if ran_keyword and cosines:  # the keyword hits are known only now: their cosines after
-        missing = [str(point.id) for point in keyword_points or [] if str(point.id) not in dense_ids]
+        missing = [hit.id for hit in keyword_hits or [] if hit.id not in dense_ids]
         cosine_points = shard.query_batch(qe.QueryBatchRequest([_cosines(scope, query, missing)]))[0] if missing else []
     dense_hits = None
     if dense_points is not None:
         extra = [point for point in cosine_points if str(point.id) not in dense_ids]
         dense_hits = [branch_hit(point) for point in [*dense_points, *extra]]
-    keyword_hits = None if keyword is None else [branch_hit(point) for point in keyword_points or []]
-    return dense_hits, keyword_hits
+    return dense_hits, None if keyword is None else keyword_hits or []
 
 
 class PowerUserSearch:
@@ -152,15 +154,20 @@ class PowerUserSearch:
             self._counts.popitem(last=False)
         return points
 
-    def keyword(self, scope: SearchScope, sparse: port.SparseVector, *, alive: Callable[[], bool]) -> BranchRequest:
+    def keyword(
+        self, scope: SearchScope, sparse: port.SparseVector, *, alive: Callable[[], bool], with_vectors: bool = False
+    ) -> BranchRequest:
+        """The keyword branch's request. `with_vectors`: its hits come with their stored dense vectors, for
+        a search that runs it while the query embeds (their cosines are then a product after the vector,
+        `run_branches`); otherwise ids and scores only, and a hit's cosine comes from Edge."""
+
         def request(search_filter: qe.Filter) -> qe.QueryRequest:
-            # Ids and scores only: a keyword hit's cosine comes from Edge (`run_branches`), not its vector.
             return qe.QueryRequest(
                 limit=scope.candidates,
                 query=qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=SPARSE_VECTOR),
                 filter=search_filter,
                 with_payload=False,
-                with_vector=False,
+                with_vector=[DENSE_VECTOR] if with_vectors else False,
             )
 
         matching = edge_filter(scope.conditions)

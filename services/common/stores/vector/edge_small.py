@@ -13,7 +13,7 @@ payload reads (cache-cold after the embedding), 0.62-0.67 ms from the rows.
 Exactness: the rows are the points Edge's own dense branch would score (the same filter, read in full), and
 Edge stores cosine vectors normalised, so each row's score is the dot product with the normalised query,
 as Edge computes it (to float32 rounding). The dense hits are the best `candidates` of them plus the cosine
-of every keyword hit outside those, which is what `edge_power.run_branches` asks Edge for. Rows read before
+of every keyword hit outside those, as `edge_power.run_branches` gives them. Rows read before
 a write that changed points or a filtered field are not used (edge.py checks, then searches Edge as usual).
 """
 
@@ -65,11 +65,10 @@ class SmallOwnerRows:
         self,
         query_vector: np.ndarray[Any, np.dtype[np.float32]] | None,
         candidates: int,
-        keyword_points: list[qe.ScoredPoint] | None,
+        keyword_hits: list[BranchHit] | None,
     ) -> tuple[list[BranchHit] | None, list[BranchHit] | None]:
         """The dense hits (None without a query vector) and the keyword hits (None: that branch did not
         run), as `edge_power.run_branches` gives them."""
-        keyword_hits = None if keyword_points is None else [branch_hit(point) for point in keyword_points]
         if query_vector is None:
             return None, keyword_hits
         return self.dense_hits(query_vector, candidates, {hit.id for hit in keyword_hits or []}), keyword_hits
@@ -104,10 +103,11 @@ def read_small_owner(
 
 @dataclass
 class EarlyReads:
-    """What a search read before its query vector arrived: the keyword branch's points (None: it did
-    not run), the payloads of its best hits, and a small owner's rows (which hold those payloads too)."""
+    """What a search read before its query vector arrived: the keyword branch's hits (None: it did not
+    run; with their dense vectors when its request read them), the payloads of its best hits, and a small
+    owner's rows (which hold those payloads too)."""
 
-    keyword_points: list[qe.ScoredPoint] | None = None
+    keyword_hits: list[BranchHit] | None = None
     prefetched: dict[str, dict[str, Any]] = field(default_factory=dict)
     rows: SmallOwnerRows | None = None
 
@@ -124,8 +124,16 @@ def read_while_embedding(
     if keyword is None:
         return EarlyReads(rows=rows)
     [found] = scope.shard.query_batch(qe.QueryBatchRequest([keyword.request]))
-    points = keyword.points(scope.shard, found)
-    prefetched = (
-        {} if rows is not None else retrieve_payloads(scope.shard, scope.owner, [str(p.id) for p in points[:limit]])
-    )
-    return EarlyReads(points, prefetched, rows)
+    hits = [_early_hit(point) for point in keyword.points(scope.shard, found)]
+    prefetched = {} if rows is not None else retrieve_payloads(scope.shard, scope.owner, [h.id for h in hits[:limit]])
+    return EarlyReads(hits, prefetched, rows)
+
+
+def _early_hit(point: qe.ScoredPoint) -> BranchHit:
+    """A keyword hit read while the query embeds; its dense vector (when the request read it) as float32
+    now, once: Edge builds a new Python list each time `point.vector` is read, and the fusion's product
+    takes an array without converting it again."""
+    hit = branch_hit(point)
+    if hit.dense_vector is None:
+        return hit
+    return BranchHit(hit.id, hit.score, np.asarray(hit.dense_vector, dtype=np.float32))
