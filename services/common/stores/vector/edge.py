@@ -472,12 +472,9 @@ class EdgeVectorIndex:
         scope = SearchScope(opened.shard, collection, owner, conditions, self._fusion.candidates(limit), points)
         alive = functools.partial(self._is_open, collection, opened)
         small = self.small_owner_points if weights.dense > 0 else 0
-        early_vectors = weights.dense > 0 and not query_vector_ready(dense) and points > small
-        keyword = (
-            self._power.keyword(scope, sparse, alive=alive, with_vectors=early_vectors)
-            if weights.keyword > 0 and sparse.indices
-            else None
-        )
+        vectors = weights.dense > 0 and not query_vector_ready(dense) and points > small  # beside the embedding
+        wanted = weights.keyword > 0 and bool(sparse.indices)
+        keyword = self._power.keyword(scope, sparse, alive=alive, with_vectors=vectors) if wanted else None
         early = EarlyReads()
         if not query_vector_ready(dense):  # what needs no query vector runs while the query embeds
             early = read_while_embedding(scope, keyword, small=small, dim=opened.dense_dim, limit=limit)
