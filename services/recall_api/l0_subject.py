@@ -54,10 +54,22 @@ def known_speakers(texts: Iterable[str]) -> set[str]:
     return {speaker for text in texts for speaker in _speakers(text)}
 
 
-@functools.lru_cache(maxsize=8_192)
 def _speakers(text: str) -> frozenset[str]:
-    """The speaker labels of one text (casefolded), kept: L0 reads them for every candidate of every turn,
-    and the same memories come back turn after turn."""
+    """The speaker labels of one text (casefolded), kept for texts up to `_CACHED_TEXT_CHARS`: L0 reads
+    them for every candidate of every turn, and the same memories come back turn after turn; the bound
+    keeps the cache's memory at ~8,192 × 4 KB whatever texts arrive."""
+    return _cached_speakers(text) if len(text) <= _CACHED_TEXT_CHARS else _labels(text)
+
+
+_CACHED_TEXT_CHARS = 4_096
+
+
+@functools.lru_cache(maxsize=8_192)
+def _cached_speakers(text: str) -> frozenset[str]:
+    return _labels(text)
+
+
+def _labels(text: str) -> frozenset[str]:
     return frozenset(line.speaker.casefold() for line in speaker_lines(text) if line.speaker)
 
 

@@ -391,3 +391,14 @@ def test_a_korean_query_is_analysed_once_per_turn(monkeypatch: pytest.MonkeyPatc
     analysed.clear()
     l0_detail.prepare_query("What time was Minji's party? (analysed once)")
     assert analysed == []
+
+
+def test_speaker_labels_of_a_long_text_are_read_but_not_kept() -> None:
+    from services.recall_api import l0_subject
+
+    l0_subject._cached_speakers.cache_clear()
+    long_text = "Alice: I moved to Busan\n" + "and then " * 1_000
+    assert l0_subject.known_speakers([long_text]) == {"alice"}
+    assert l0_subject._cached_speakers.cache_info().currsize == 0
+    assert l0_subject.known_speakers(["Bob: see you", "Bob: see you"]) == {"bob"}
+    assert l0_subject._cached_speakers.cache_info().currsize == 1

@@ -5,11 +5,9 @@ so the embedded stack runs every service in one process; a second process is ref
 open by `data_dir/edge.lock` (DirInUse, naming the holder's pid).
 
 Threading: measured with qdrant-edge-py 0.9, every EdgeShard call holds the GIL for its whole
-duration (a ticking thread made no progress during a 7 s optimize(), nor during queries). Running
-the calls in `asyncio.to_thread` would therefore free nothing and only add a thread hop to each
-query, so calls run inline. Queries are ~1 ms at 30k points (100 owners) and ~20 ms unindexed /
-~3 ms indexed with all 100k points in one owner; large upserts are written in chunks with a yield to
-the event loop between chunks.
+duration (a ticking thread made no progress during a 7 s optimize(), nor during queries), so running
+them in `asyncio.to_thread` would free nothing and only add a thread hop: calls run inline. Large
+upserts are written in chunks with a yield to the event loop between chunks.
 
 Indexing: Edge builds HNSW only in optimize(), which blocks the whole process (GIL) and rebuilds
 the merged segment: ~4 s for 8k points, ~27 s for 55k, ~50-114 s for 100k on 2 cores. Until then
@@ -424,8 +422,7 @@ class EdgeVectorIndex:
             return
         async with opened.write_gate:
             _apply(opened, qe.UpdateOperation.set_payload_by_filter(edge_filter(conditions), update), fields=update)
-        if edge_window.WINDOW_TIME_FIELD in update:  # a point may have moved into the window: find it again
-            self.dense_windows.forget(collection, owner)
+            self._power.note_payload(collection, owner, update)  # what power users keep in memory follows
 
     async def delete(self, collection: str, owner: Owner, search_filter: port.SearchFilter | None = None) -> int:
         opened = self._collection(collection)
@@ -472,12 +469,15 @@ class EdgeVectorIndex:
         scope = SearchScope(opened.shard, collection, owner, conditions, self._fusion.candidates(limit), points)
         alive = functools.partial(self._is_open, collection, opened)
         small = self.small_owner_points if weights.dense > 0 else 0
-        vectors = weights.dense > 0 and not query_vector_ready(dense) and points > small  # beside the embedding
+        pending = not query_vector_ready(dense)  # then what needs no query vector runs while it embeds
+        vectors = weights.dense > 0 and pending and points > small  # the keyword hits' vectors, for their cosines
         wanted = weights.keyword > 0 and bool(sparse.indices)
         keyword = self._power.keyword(scope, sparse, alive=alive, with_vectors=vectors) if wanted else None
         early = EarlyReads()
-        if not query_vector_ready(dense):  # what needs no query vector runs while the query embeds
+        if pending:
             early = read_while_embedding(scope, keyword, small=small, dim=opened.dense_dim, limit=limit)
+        if vectors:  # a power user's dense branch answered from memory after the vector (edge_power.py)
+            self._power.prepare(scope)
         rows, early_keyword_hits = early.rows, early.keyword_hits
         vector = await resolve_query_vector(dense)
         if vector is None:  # the vector missed its deadline: keywords alone

@@ -1,16 +1,20 @@
 """The two branches of a search on Qdrant Edge as requests, with what power users get (owners with
 more points than the window in a collection): the dense branch over their recent window
-(edge_window.py), shortlisted from the window's vectors in memory (edge_window_vectors.py); the keyword
-branch shortlisted from their postings in memory (edge_owner_terms.py). Each shortlisted request comes
-with the request to run instead when the shortlist may have fallen short. Normal owners get the plain
+(edge_window.py), shortlisted from the window's vectors in memory (edge_window_vectors.py) and, once
+Edge has said which window points pass the search's conditions (a passing set, taken while the query
+embeds: edge_passing.py), answered from memory with no request after the vector; the keyword branch
+shortlisted from their postings in memory (edge_owner_terms.py). Each shortlisted request comes with
+the request to run instead when the shortlist may have fallen short. Normal owners get the plain
 requests: for them Edge's planner already scores just the owner's few points. Branch requests read ids
 and scores, no payloads (edge.py reads the payloads of the fused best); a keyword branch that runs while
 the query embeds also reads its hits' dense vectors, for their cosines after (`run_branches`)."""
 
 from __future__ import annotations
 
+import functools
+import math
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,14 +30,16 @@ from services.common.stores.vector.adapter_support import (
     Conditions,
     owner_conditions,
 )
-from services.common.stores.vector.edge_filters import branch_hit, edge_filter
+from services.common.stores.vector.edge_filters import branch_hit, edge_filter, filtered_fields
 from services.common.stores.vector.edge_owner_terms import OwnerTermIndex
-from services.common.stores.vector.edge_window import BackfillWrites, RecentWindows
+from services.common.stores.vector.edge_passing import DEFAULT_HORIZON_SECONDS, MovingRange, PassingSet
+from services.common.stores.vector.edge_window import WINDOW_TIME_FIELD, BackfillWrites, RecentWindows
 
 # A shortlist from memory: this many times the candidates asked for, so that some may fail the search's
 # filter (expired, another channel) without falling back to Edge's own search.
 _SHORTLIST_FACTOR = 4
 _MIN_SHORTLIST = 40
+_SCROLL_PAGE = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +78,53 @@ class SearchScope:
         return edge_filter(owner_conditions(self.owner))
 
 
+def _scroll_ids(shard: qe.EdgeShard, search_filter: qe.Filter, field: str | None) -> dict[str, Any]:
+    """Point id -> the value of `field` (None without a field) of every point matching the filter."""
+    found: dict[str, Any] = {}
+    offset: Any = None
+    while True:
+        records, offset = shard.scroll(
+            qe.ScrollRequest(
+                offset=offset,
+                limit=_SCROLL_PAGE,
+                filter=search_filter,
+                with_payload=[field] if field is not None else False,
+                with_vector=False,
+            )
+        )
+        for record in records:
+            found[str(record.id)] = (record.payload or {}).get(field) if field is not None else None
+        if offset is None:
+            return found
+
+
+def load_passing(
+    shard: qe.EdgeShard,
+    conditions: Conditions,
+    window: Sequence[qe.FieldCondition],
+    moving: MovingRange | None,
+    horizon: float = DEFAULT_HORIZON_SECONDS,
+) -> PassingSet | None:
+    """The passing set (edge_passing.py) for `conditions` over the window's points (`window`: its
+    conditions, edge_window.py), taken by Edge; None when a value of the moving range's field below
+    the horizon is not a plain number (how a range treats it is Edge's to say: Edge answers)."""
+    passing = _scroll_ids(shard, edge_filter(conditions, *window), None)
+    fields = frozenset(filtered_fields(conditions))
+    if moving is None:
+        return PassingSet(frozenset(passing), -math.inf, math.inf, {}, fields)
+    until = moving.lower + horizon
+    if moving.upper is not None:
+        until = min(until, moving.upper)
+    soon: dict[str, float] = {}
+    if passing and until > moving.lower:
+        narrow = qe.FieldCondition(moving.field, range=qe.RangeFloat(gte=moving.lower, lt=until))
+        for point_id, value in _scroll_ids(shard, edge_filter(conditions, *window, narrow), moving.field).items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                return None
+            soon[point_id] = float(value)
+    return PassingSet(frozenset(passing), moving.lower, until, soon, fields)
+
+
 def _shortlist_size(candidates: int) -> int:
     return max(_MIN_SHORTLIST, _SHORTLIST_FACTOR * candidates)
 
@@ -86,13 +139,14 @@ def _cosines(scope: SearchScope, query: list[float], ids: Sequence[str]) -> qe.Q
 
 def run_branches(
     scope: SearchScope,
-    dense: BranchRequest | None,
+    dense: BranchRequest | list[BranchHit] | None,
     keyword: BranchRequest | None,
     early_keyword_hits: list[BranchHit] | None,
     query_vector: np.ndarray[Any, np.dtype[np.float32]],
 ) -> tuple[list[BranchHit] | None, list[BranchHit] | None]:
     """The dense and keyword hits of a search (None: that branch did not run), in one batch when it can.
 
+    `dense`: the dense branch's request, or its hits when memory answered it (`PowerUserSearch.dense`).
     `early_keyword_hits`: the keyword branch's hits when it ran already (while the query embedded, its
     hits read with their dense vectors: `read_while_embedding`); else `keyword` runs here, beside
     `dense`. A keyword hit the dense branch did not return still gets its cosine: from its vector in
@@ -106,22 +160,22 @@ def run_branches(
     cosines = dense is not None and bool(np.any(query_vector))  # a zero vector has no cosine (fusion: 0)
     cosine_ids = [hit.id for hit in early_keyword_hits or [] if hit.dense_vector is None] if cosines else []
     ran_keyword = keyword is not None and early_keyword_hits is None
-    branches = [b for b in (dense, keyword if ran_keyword else None) if b is not None]
+    asked = dense if isinstance(dense, BranchRequest) else None
+    answered = dense if isinstance(dense, list) else None  # the dense hits memory answered with
+    branches = [b for b in (asked, keyword if ran_keyword else None) if b is not None]
     requests = [b.request for b in branches] + ([_cosines(scope, query, cosine_ids)] if cosine_ids else [])
     found = iter(shard.query_batch(qe.QueryBatchRequest(requests)) if requests else [])
-    dense_points = dense.points(shard, next(found)) if dense is not None else None
+    dense_hits = [branch_hit(point) for point in asked.points(shard, next(found))] if asked is not None else answered
     keyword_hits = early_keyword_hits
     if keyword is not None and ran_keyword:
         keyword_hits = [branch_hit(point) for point in keyword.points(shard, next(found))]
     cosine_points = next(found, [])
-    dense_ids = {str(point.id) for point in dense_points or []}
+    dense_ids = {hit.id for hit in dense_hits or []}
     if ran_keyword and cosines:  # the keyword hits are known only now: their cosines after
         missing = [hit.id for hit in keyword_hits or [] if hit.id not in dense_ids]
         cosine_points = shard.query_batch(qe.QueryBatchRequest([_cosines(scope, query, missing)]))[0] if missing else []
-    dense_hits = None
-    if dense_points is not None:
-        extra = [point for point in cosine_points if str(point.id) not in dense_ids]
-        dense_hits = [branch_hit(point) for point in [*dense_points, *extra]]
+    if dense_hits is not None:
+        dense_hits = [*dense_hits, *(branch_hit(point) for point in cosine_points if str(point.id) not in dense_ids)]
     return dense_hits, None if keyword is None else keyword_hits or []
 
 
@@ -188,22 +242,32 @@ class PowerUserSearch:
         # Every point holding a query term is in a complete shortlist: Edge's own search finds no more.
         return BranchRequest(narrowed, None if complete else request(matching), scope.candidates)
 
+    def prepare(self, scope: SearchScope) -> None:
+        """While the query embeds: a power user's window, and the passing set of its dense branch
+        (edge_passing.py), so that after the vector memory answers it."""
+        if self.windows.size is None or scope.owner_points <= self.windows.size:
+            return
+        owner_filter = scope.owner_filter()
+        window = self.windows.conditions(
+            scope.shard, scope.collection, scope.owner, owner_filter, owner_points=scope.owner_points
+        )
+        if window:
+            load = functools.partial(load_passing, scope.shard, scope.conditions, window)
+            self.windows.vectors.prepare_passing(scope.key, scope.conditions, load)
+
     def dense(
         self,
         scope: SearchScope,
         query_vector: np.ndarray[Any, np.dtype[np.float32]],
         writes: Callable[[], BackfillWrites],
-    ) -> BranchRequest:
+    ) -> BranchRequest | list[BranchHit]:
+        """The dense branch's request, or its hits when the window's rows and passing set answer it."""
         owner_filter = scope.owner_filter()
         window = self.windows.conditions(
             scope.shard, scope.collection, scope.owner, owner_filter, owner_points=scope.owner_points
         )
         if self.windows.take_backfill(scope.collection, scope.owner):  # in the background, like any write
             self.windows.start_backfill(scope.shard, scope.collection, scope.owner, owner_filter, writes())
-        nearest = qe.Query.Nearest(query_vector.tolist(), using=DENSE_VECTOR)
-        search = qe.QueryRequest(
-            limit=scope.candidates, query=nearest, filter=edge_filter(scope.conditions, *window), with_payload=False
-        )
         shortlist = self.windows.shortlist(
             scope.shard,
             scope.collection,
@@ -214,10 +278,18 @@ class PowerUserSearch:
             vector_name=DENSE_VECTOR,
             count=_shortlist_size(scope.candidates),
         )
+        if shortlist is not None:
+            hits = self.windows.vectors.passing_hits(scope.key, scope.conditions, shortlist, scope.candidates)
+            if hits is not None:
+                return hits
+        nearest = qe.Query.Nearest(query_vector.tolist(), using=DENSE_VECTOR)
+        search = qe.QueryRequest(
+            limit=scope.candidates, query=nearest, filter=edge_filter(scope.conditions, *window), with_payload=False
+        )
         if shortlist is None:
             return BranchRequest(search)
         # Not the window's range: the shortlist is of its points only (edge_window_vectors.py, Exactness).
-        narrowed = edge_filter(scope.conditions, shortlist=shortlist)
+        narrowed = edge_filter(scope.conditions, shortlist=shortlist.ids)
         return BranchRequest(
             qe.QueryRequest(limit=scope.candidates, query=nearest, filter=narrowed, with_payload=False),
             search,
@@ -235,6 +307,15 @@ class PowerUserSearch:
         self.terms.put(
             (collection, owner), ((i, r.sparse.indices, r.sparse.values) for i, r in zip(ids, records, strict=True))
         )
+        self.windows.vectors.drop_passing((collection, owner))
+
+    def note_payload(self, collection: str, owner: Owner, fields: Iterable[str]) -> None:
+        """A payload write of the owner's points set `fields`: a new time may move a point into the
+        window (found again), any other filtered field changes which points pass (edge_passing.py)."""
+        fields = list(fields)
+        if WINDOW_TIME_FIELD in fields:
+            self.windows.forget(collection, owner)
+        self.windows.vectors.drop_passing((collection, owner), fields)
 
     def forget(self, collection: str, owner: Owner) -> None:
         """The owner's points changed in a way memory cannot follow (deleted, moved in time)."""

@@ -59,7 +59,7 @@ from typing import Any, NamedTuple
 import qdrant_edge as qe
 
 from services.common.domain.owner import Owner
-from services.common.stores.vector.edge_window_vectors import DEFAULT_MAX_OWNERS, Matrix, WindowVectors
+from services.common.stores.vector.edge_window_vectors import DEFAULT_MAX_OWNERS, Matrix, Shortlist, WindowVectors
 
 WINDOW_TIME_FIELD = "occurred_at_ts"
 # A float payload index; Edge-internal (edge.py strips it from the payloads it returns).
@@ -196,8 +196,8 @@ class RecentWindows:
         owner: Owner,
         vector_name: str,
         count: int,
-    ) -> list[str] | None:
-        """The ids of the `count` window points nearest `query`, from the rows in memory; None: search
+    ) -> Shortlist | None:
+        """The `count` window points nearest `query`, from the rows in memory; None: search
         the window in Edge (no window, or its rows are not worth it)."""
         if not window or self.size is None:
             return None

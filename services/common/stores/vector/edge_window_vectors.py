@@ -14,7 +14,10 @@ points, measured, against ~0.1 / 0.3 ms for the rest of the query). A point outs
 scores lower than every point in it, so whenever at least `limit` of the shortlist pass the filter
 they are exactly Edge's own answer over the window. When fewer pass (expired, another channel,
 superseded, deleted meanwhile) the caller runs Edge's windowed search instead (edge.py): never fewer
-hits than without the rows.
+hits than without the rows. With a passing set (edge_passing.py: the window's points that pass the
+search's conditions, as Edge found them ahead of time) the shortlist is filtered here instead, by the
+same argument, and its best `limit` scored by the rows' cosines (float32, as Edge's; the order of two
+hits within float rounding of each other may differ from Edge's).
 
 Freshness: an owner's rows are loaded (one scroll with vectors, ~27 ms at 5,000 points) by their
 first dense search after their window is found, then kept current by the writes: edge.py hands each
@@ -33,19 +36,28 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import qdrant_edge as qe
 
 from services.common.domain.owner import Owner
+from services.common.stores.vector.adapter_support import BranchHit, Conditions
+from services.common.stores.vector.edge_passing import MovingRange, PassingSet, PassingSets, split_conditions
 
 DEFAULT_MAX_OWNERS = 16
 _SCROLL_PAGE = 1_000
 _MIN_CAPACITY = 64
 
 Matrix = np.ndarray[Any, np.dtype[np.float32]]
+
+
+class Shortlist(NamedTuple):
+    """The ids of a window's nearest rows (unordered) and their cosines to the query, in the same order."""
+
+    ids: list[str]
+    cosines: Matrix
 
 
 def unit(vector: Sequence[float] | Matrix) -> Matrix | None:
@@ -98,12 +110,17 @@ class WindowRows:
 
     def nearest(self, query: Matrix, count: int) -> list[str]:
         """The ids of the `count` rows closest to `query` (unordered)."""
+        return self.shortlist(query, count).ids
+
+    def shortlist(self, query: Matrix, count: int) -> Shortlist:
+        """The `count` rows closest to `query` (unordered), with their cosines (the rows and `query`
+        are unit-length)."""
         rows = len(self._ids)
         scores = self._matrix[:rows] @ query
         if count >= rows:
-            return list(self._ids)
+            return Shortlist(list(self._ids), scores)
         top = np.argpartition(-scores, count - 1)[:count]
-        return [self._ids[int(row)] for row in top]
+        return Shortlist([self._ids[int(row)] for row in top], scores[top])
 
 
 def load_rows(
@@ -139,6 +156,8 @@ class WindowVectors:
         self.max_owners = max_owners
         # None: the window holds more than the load limit; Edge searches it (until the window changes).
         self._rows: OrderedDict[tuple[str, Owner], WindowRows | None] = OrderedDict()
+        # Which window points pass which conditions (edge_passing.py), for windows with rows only.
+        self._passing: dict[tuple[str, Owner], PassingSets] = {}
 
     def shortlist(
         self,
@@ -150,7 +169,7 @@ class WindowVectors:
         vector_name: str,
         count: int,
         load_limit: int,
-    ) -> list[str] | None:
+    ) -> Shortlist | None:
         """The ids of the window's `count` nearest points (loading its rows on first use); None: no
         rows, or no more rows than `count` (nothing to narrow), so Edge searches the window itself."""
         scaled = unit(query)
@@ -163,10 +182,11 @@ class WindowVectors:
             rows = load_rows(shard, window_filter, vector_name, scaled.shape[0], load_limit)
             self._rows[key] = rows
             while len(self._rows) > self.max_owners:
-                self._rows.popitem(last=False)
+                evicted, _ = self._rows.popitem(last=False)
+                self._passing.pop(evicted, None)
         if rows is None or len(rows) <= count:
             return None
-        return rows.nearest(scaled, count)
+        return rows.shortlist(scaled, count)
 
     def put(
         self, key: tuple[str, Owner], points: Sequence[tuple[str, Sequence[float]]], gone: Sequence[str] = ()
@@ -186,3 +206,53 @@ class WindowVectors:
 
     def forget(self, key: tuple[str, Owner]) -> None:
         self._rows.pop(key, None)
+        self._passing.pop(key, None)
+
+    def prepare_passing(
+        self,
+        key: tuple[str, Owner],
+        conditions: Conditions,
+        load: Callable[[MovingRange | None], PassingSet | None],
+    ) -> None:
+        """Make sure the window has a passing set serving `conditions` (edge_passing.py), when its rows
+        are loaded; `load` (Edge's scroll) only when it has none yet. Run while the query embeds."""
+        split = split_conditions(conditions)
+        if split is None or self._rows.get(key) is None:
+            return
+        signature, moving = split
+        sets = self._passing.setdefault(key, PassingSets())
+        known = sets.get(signature)
+        if known is None or not known.serves(moving):
+            taken = load(moving)
+            if taken is not None:
+                sets.put(signature, taken)
+
+    def passing_hits(
+        self, key: tuple[str, Owner], conditions: Conditions, shortlist: Shortlist, limit: int
+    ) -> list[BranchHit] | None:
+        """The best `limit` of `shortlist` passing `conditions`, best first, scored by their cosines:
+        what Edge returns for the shortlist (Exactness, above); None when the window has no passing set
+        serving `conditions` (a write since it was prepared), or fewer than `limit` pass: Edge answers."""
+        split = split_conditions(conditions)
+        sets = self._passing.get(key)
+        passing = sets.get(split[0]) if sets is not None and split is not None else None
+        if passing is None or split is None or not passing.serves(split[1]):
+            return None
+        moving = split[1]
+        hits: list[BranchHit] = []
+        for row in np.argsort(-shortlist.cosines, kind="stable"):
+            point_id = shortlist.ids[int(row)]
+            if passing.passes(point_id, moving):
+                hits.append(BranchHit(point_id, float(shortlist.cosines[row])))
+                if len(hits) == limit:
+                    return hits
+        return None
+
+    def drop_passing(self, key: tuple[str, Owner], fields: Iterable[str] | None = None) -> None:
+        """A write of the owner's points: the window's passing sets go (`fields`: it set only these
+        payload fields, so only the sets filtering on one of them go)."""
+        sets = self._passing.get(key)
+        if sets is not None and fields is not None:
+            sets.drop_fields(fields)
+        elif sets is not None:
+            del self._passing[key]
