@@ -33,7 +33,12 @@ from services.common.stores.vector.adapter_support import (
 from services.common.stores.vector.edge_filters import branch_hit, edge_filter, filtered_fields
 from services.common.stores.vector.edge_owner_terms import OwnerTermIndex
 from services.common.stores.vector.edge_passing import DEFAULT_HORIZON_SECONDS, MovingRange, PassingSet
-from services.common.stores.vector.edge_window import WINDOW_TIME_FIELD, BackfillWrites, RecentWindows
+from services.common.stores.vector.edge_window import (
+    WINDOW_TIME_FIELD,
+    BackfillWrites,
+    RecentWindows,
+    scroll_field_values,
+)
 
 # A shortlist from memory: this many times the candidates asked for, so that some may fail the search's
 # filter (expired, another channel) without falling back to Edge's own search.
@@ -78,26 +83,6 @@ class SearchScope:
         return edge_filter(owner_conditions(self.owner))
 
 
-def _scroll_ids(shard: qe.EdgeShard, search_filter: qe.Filter, field: str | None) -> dict[str, Any]:
-    """Point id -> the value of `field` (None without a field) of every point matching the filter."""
-    found: dict[str, Any] = {}
-    offset: Any = None
-    while True:
-        records, offset = shard.scroll(
-            qe.ScrollRequest(
-                offset=offset,
-                limit=_SCROLL_PAGE,
-                filter=search_filter,
-                with_payload=[field] if field is not None else False,
-                with_vector=False,
-            )
-        )
-        for record in records:
-            found[str(record.id)] = (record.payload or {}).get(field) if field is not None else None
-        if offset is None:
-            return found
-
-
 def load_passing(
     shard: qe.EdgeShard,
     conditions: Conditions,
@@ -108,7 +93,7 @@ def load_passing(
     """The passing set (edge_passing.py) for `conditions` over the window's points (`window`: its
     conditions, edge_window.py), taken by Edge; None when a value of the moving range's field below
     the horizon is not a plain number (how a range treats it is Edge's to say: Edge answers)."""
-    passing = _scroll_ids(shard, edge_filter(conditions, *window), None)
+    passing = scroll_field_values(shard, edge_filter(conditions, *window), None, _SCROLL_PAGE)
     fields = frozenset(filtered_fields(conditions))
     if moving is None:
         return PassingSet(frozenset(passing), -math.inf, math.inf, {}, fields)
@@ -118,7 +103,9 @@ def load_passing(
     soon: dict[str, float] = {}
     if passing and until > moving.lower:
         narrow = qe.FieldCondition(moving.field, range=qe.RangeFloat(gte=moving.lower, lt=until))
-        for point_id, value in _scroll_ids(shard, edge_filter(conditions, *window, narrow), moving.field).items():
+        for point_id, value in scroll_field_values(
+            shard, edge_filter(conditions, *window, narrow), moving.field, _SCROLL_PAGE
+        ).items():
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 return None
             soon[point_id] = float(value)

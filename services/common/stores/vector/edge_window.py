@@ -123,6 +123,27 @@ def _since(cutoff: float) -> qe.FieldCondition:
     return qe.FieldCondition(WINDOW_TIME_FIELD, range=qe.RangeFloat(gte=cutoff))
 
 
+def scroll_field_values(shard: qe.EdgeShard, search_filter: qe.Filter, field: str | None, page: int) -> dict[str, Any]:
+    """Point id -> the value of `field` (None without a field) of every point matching the filter,
+    read `page` points per scroll."""
+    found: dict[str, Any] = {}
+    offset: Any = None
+    while True:
+        records, offset = shard.scroll(
+            qe.ScrollRequest(
+                offset=offset,
+                limit=page,
+                filter=search_filter,
+                with_payload=[field] if field is not None else False,
+                with_vector=False,
+            )
+        )
+        for record in records:
+            found[str(record.id)] = (record.payload or {}).get(field) if field is not None else None
+        if offset is None:
+            return found
+
+
 def _unkeyed_since(owner_filter: qe.Filter, cutoff: float) -> qe.Filter:
     return qe.Filter(must=[owner_filter, _since(cutoff), qe.IsEmptyCondition(WINDOW_KEY_FIELD)])
 
@@ -253,22 +274,11 @@ class RecentWindows:
         if window is None:
             return None
         ids_by_key: dict[float, list[str]] = defaultdict(list)
-        offset: Any = None
-        while True:
-            records, offset = shard.scroll(
-                qe.ScrollRequest(
-                    offset=offset,
-                    limit=_BACKFILL_SCROLL,
-                    filter=_unkeyed_since(owner_filter, window.cutoff),
-                    with_payload=[WINDOW_TIME_FIELD],
-                )
-            )
-            for record in records:
-                occurred = _time((record.payload or {}).get(WINDOW_TIME_FIELD))
-                if occurred is not None:
-                    ids_by_key[window_key(owner, occurred)].append(str(record.id))
-            if offset is None:
-                break
+        unkeyed = _unkeyed_since(owner_filter, window.cutoff)
+        for point_id, value in scroll_field_values(shard, unkeyed, WINDOW_TIME_FIELD, _BACKFILL_SCROLL).items():
+            occurred = _time(value)
+            if occurred is not None:
+                ids_by_key[window_key(owner, occurred)].append(point_id)
         operations = [
             qe.UpdateOperation.set_payload_by_filter(
                 qe.Filter(must=[owner_filter, qe.HasIdCondition(set(ids)), qe.IsEmptyCondition(WINDOW_KEY_FIELD)]),
