@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from contracts import SessionCompleted
 
 bench_app = typer.Typer(name="bench", help="Benchmarks: L0 recall latency and ingest throughput.", no_args_is_help=True)
 
@@ -54,10 +57,22 @@ def _session_shape(shape: str) -> str:
 
 @bench_app.command("ingest")
 def ingest_command(
-    sessions: Annotated[int, typer.Option(min=1, help="Synthetic sessions to ingest.")] = 200,
-    users: Annotated[int, typer.Option(min=1, help="Users they are spread over.")] = 20,
-    turns: Annotated[int, typer.Option(min=2, help="Turns per session.")] = 8,
+    sessions: Annotated[
+        int | None, typer.Option(min=1, help="Sessions to ingest (synthetic: default 200; --locomo: default all).")
+    ] = None,
+    users: Annotated[int, typer.Option(min=1, help="Users synthetic sessions are spread over.")] = 20,
+    turns: Annotated[int, typer.Option(min=2, help="Turns per synthetic session.")] = 8,
     shape: Annotated[str, typer.Option(help="short: `turns` work turns; locomo: 20-30 chatty turns.")] = "short",
+    locomo: Annotated[
+        Path | None,
+        typer.Option(
+            help="Ingest this LoCoMo file's sessions (as `tiermem eval locomo` does, one user per conversation) "
+            "instead of synthetic ones.",
+        ),
+    ] = None,
+    form: Annotated[
+        str, typer.Option(help="With --locomo, chat: speaker A as user, B as assistant; group: every turn `user`.")
+    ] = "chat",
     seed: Annotated[int, typer.Option()] = 7,
     work_dir: Annotated[Path | None, typer.Option(help="Keep the stack's data here (default: temp dir).")] = None,
     out: Annotated[Path | None, typer.Option(help="Write the result as JSON here.")] = None,
@@ -72,24 +87,46 @@ def ingest_command(
     from services.cli.evaluation.harness import quiet_consumer_logs
 
     console = Console()
+    events, source = _ingest_sessions(sessions, users, turns, shape, locomo, form, seed)
     quiet_consumer_logs()
     with Progress(console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("publishing", total=sessions)
+        task = progress.add_task("publishing", total=len(events))
         result = asyncio.run(
-            run_ingest_bench(
-                sessions,
-                users=users,
-                turns=turns,
-                shape="locomo" if _session_shape(shape) == "locomo" else "short",
-                seed=seed,
-                work_dir=work_dir,
-                progress=lambda: progress.advance(task),
-            )
+            run_ingest_bench(events, source=source, work_dir=work_dir, progress=lambda: progress.advance(task))
         )
     render_ingest(result, console)
     if out is not None:
         out.write_text(json.dumps(result.as_dict(), indent=2), encoding="utf-8")
         console.print(f"result: {out}")
+
+
+def _ingest_sessions(
+    sessions: int | None, users: int, turns: int, shape: str, locomo: Path | None, form: str, seed: int
+) -> tuple[list[SessionCompleted], str]:
+    """The sessions `bench ingest` publishes and how its report names them; exit 2 with the reason for
+    options that name no sessions (a missing or malformed LoCoMo file, an unknown form or shape)."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from services.cli.benchmarks.ingest import locomo_sessions
+    from services.cli.benchmarks.synthetic import SessionShape, synthetic_sessions
+    from services.cli.evaluation.locomo import LocomoFormatError
+
+    if locomo is None:
+        kind: SessionShape = "locomo" if _session_shape(shape) == "locomo" else "short"
+        events = synthetic_sessions(sessions or 200, users=users, turns=turns, seed=seed, shape=kind)
+        return events, f"synthetic sessions ({kind} shape)"
+    if form not in ("chat", "group"):
+        raise typer.BadParameter(f"--form must be 'chat' or 'group', not {form!r}")
+    try:
+        events = locomo_sessions(locomo, "group" if form == "group" else "chat", sessions)
+    except (LocomoFormatError, OSError) as exc:
+        Console(stderr=True).print(f"[red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from exc
+    if not events:
+        Console(stderr=True).print(f"[red]error:[/] {escape(str(locomo))}: no sessions with turns")
+        raise typer.Exit(2)
+    return events, f"{locomo.name}'s sessions ({form} form)"
 
 
 @bench_app.command("load")

@@ -1,5 +1,7 @@
-"""The ingest benchmark: synthetic sessions through the real pipeline on an embedded stack, timed
-against embedding the same texts alone with the same model in the same run."""
+"""The ingest benchmark: sessions through the real pipeline on an embedded stack, timed against
+embedding the same texts alone with the same model in the same run. The sessions are synthetic
+(`synthetic.py`) or a LoCoMo file's, as `tiermem eval locomo` ingests them (chat or group form): the
+second is how anyone measures ingest on conversations of their own."""
 
 from __future__ import annotations
 
@@ -12,13 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from services.cli.benchmarks.synthetic import BENCH_TENANT, SessionShape, synthetic_sessions
+from services.cli.benchmarks.synthetic import BENCH_TENANT
 from services.common.gateways.embedding import DelegatingEmbedder
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from contracts import SessionCompleted
+    from services.cli.evaluation.locomo import ChatForm
     from services.common.gateways.embedder import Embedder
     from services.recall_api.settings import RecallApiSettings
 
@@ -30,7 +33,7 @@ class IngestResult:
     sessions: int
     users: int
     korean_sessions: int
-    shape: str
+    source: str
     turns: int
     end_to_end_s: float
     publish_s: float
@@ -54,7 +57,7 @@ class IngestResult:
             "sessions": self.sessions,
             "users": self.users,
             "korean_sessions": self.korean_sessions,
-            "shape": self.shape,
+            "source": self.source,
             "turns": self.turns,
             "end_to_end_s": round(self.end_to_end_s, 2),
             "publish_s": round(self.publish_s, 2),
@@ -99,24 +102,33 @@ class _PipelineRun:
     stored: dict[str, int]
 
 
+def locomo_sessions(path: Path, form: ChatForm, limit: int | None = None) -> list[SessionCompleted]:
+    """The sessions of a LoCoMo file, conversation by conversation in the file's order, as the eval
+    publishes them (one user per conversation); the first `limit` when given. Raises LocomoFormatError
+    or OSError for a file that is not one."""
+    from services.cli.evaluation.locomo import load_locomo, session_events
+
+    samples = load_locomo(path)
+    events = [event for sample in samples for event in session_events(sample, tenant_id=BENCH_TENANT, form=form)]
+    return events[:limit] if limit is not None else events
+
+
 async def run_ingest_bench(
-    sessions: int,
+    events: Sequence[SessionCompleted],
     *,
-    users: int,
-    turns: int = 8,
-    shape: SessionShape = "short",
-    seed: int = 7,
+    source: str,
     work_dir: Path | None = None,
     progress: Any = None,
 ) -> IngestResult:
-    """Publish synthetic sessions to an embedded stack, time until consolidation is idle, then time
-    embedding the texts the pipeline embedded alone (same model, warmed, in batches of the configured
-    size; queries one by one as the pipeline sends them)."""
+    """Publish `events` to an embedded stack, time until consolidation is idle, then time embedding the
+    texts the pipeline embedded alone (same model, warmed, in batches of the configured size; queries one
+    by one as the pipeline sends them). `source` says in the report where the sessions came from."""
     from services.cli.evaluation.harness import eval_settings
     from services.cli.stack import start_servers
     from services.common.gateways.embedding import build_embedder
 
-    events = synthetic_sessions(sessions, users=users, turns=turns, seed=seed, shape=shape)
+    if not events:
+        raise ValueError("no sessions to ingest")
     owns_dir = work_dir is None
     directory = Path(tempfile.mkdtemp(prefix="tiermem-bench-ingest-")) if work_dir is None else work_dir
     servers, creds = start_servers(directory)
@@ -133,7 +145,7 @@ async def run_ingest_bench(
         sessions=len(events),
         users=len({e.user_id for e in events}),
         korean_sessions=sum(1 for e in events if e.locale == "ko"),
-        shape=shape,
+        source=source,
         turns=sum(len(e.messages) for e in events),
         end_to_end_s=pipeline.end_to_end_s,
         publish_s=pipeline.publish_s,
@@ -208,13 +220,13 @@ async def _stored(resources: Any, owners: list[Any]) -> dict[str, int]:
 def render_ingest(result: IngestResult, console: Console) -> None:
     from rich.table import Table
 
-    table = Table(title="Ingest: synthetic sessions through the pipeline (offline LLM mode)")
+    table = Table(title=f"Ingest: {result.source} through the pipeline (offline LLM mode)")
     table.add_column("measure")
     table.add_column("value", justify="right")
     rows = [
         ("sessions (Korean)", f"{result.sessions} ({result.korean_sessions})"),
         ("users", str(result.users)),
-        (f"turns ({result.shape} shape)", f"{result.turns} ({result.turns / max(result.sessions, 1):.1f} per session)"),
+        ("turns", f"{result.turns} ({result.turns / max(result.sessions, 1):.1f} per session)"),
         ("stored episodes / passages / facts", " / ".join(str(v) for v in result.stored.values())),
         ("end to end (publish → idle)", f"{result.end_to_end_s:.1f} s"),
         ("  of which publishing", f"{result.publish_s:.1f} s"),
