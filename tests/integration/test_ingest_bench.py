@@ -1,7 +1,8 @@
-"""`tiermem bench ingest --locomo FILE` as a user runs it (the CLI in its own process): a LoCoMo file's
-sessions go through the real pipeline (nats-server, FalkorDB, Qdrant Edge, the consolidation services)
-and the report counts what was stored and timed. A smoke test: the ratio itself is a benchmark, not an
-assertion. Options that name no sessions exit 2 with the reason before any server starts."""
+"""`tiermem bench ingest` as a user runs it (the CLI in its own process): a LoCoMo file's sessions
+(`--locomo`), or synthetic ones, go through the real pipeline (nats-server, FalkorDB, Qdrant Edge, the
+consolidation services) and the report counts what was stored and timed. A smoke test: the ratio
+itself is a benchmark, not an assertion. Options that name no sessions exit 2 with the reason before
+any server starts."""
 
 from __future__ import annotations
 
@@ -52,19 +53,30 @@ SAMPLE: dict[str, Any] = {
 }
 
 
-def test_a_locomo_files_sessions_go_through_the_pipeline_in_group_form(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("arguments", "source", "sessions", "users"),
+    [
+        (["--locomo", "{conversation}", "--form", "group"], "conv.json's sessions (group form)", 3, 1),
+        (["--sessions", "2", "--users", "2", "--shape", "locomo"], "synthetic sessions (locomo shape)", 2, 2),
+    ],
+    ids=["locomo-file-group-form", "synthetic-locomo-shape"],
+)
+def test_sessions_go_through_the_pipeline_and_are_counted(
+    tmp_path: Path, arguments: list[str], source: str, sessions: int, users: int
+) -> None:
     conversation, out = tmp_path / "conv.json", tmp_path / "ingest.json"
     conversation.write_text(json.dumps([SAMPLE]), encoding="utf-8")
-    command = [*TIERMEM, "--locomo", str(conversation), "--form", "group", "--out", str(out)]
+    command = [*TIERMEM, *(argument.format(conversation=conversation) for argument in arguments), "--out", str(out)]
     finished = subprocess.run(command, capture_output=True, text=True, timeout=800, env=ENV, check=False)
     assert finished.returncode == 0, finished.stderr[-2000:]
-    assert "conv.json's sessions (group form)" in finished.stdout
+    assert source in " ".join(finished.stdout.split())  # rich wraps the table's title
 
     report = json.loads(out.read_text(encoding="utf-8"))
-    assert (report["sessions"], report["users"], report["turns"]) == (3, 1, 9)
-    assert report["source"] == "conv.json's sessions (group form)"
-    assert report["stored"]["episodes"] == 3  # one episode per session: none lost, none trivial
-    assert report["stored"]["passages"] >= 3
+    assert (report["sessions"], report["users"], report["source"]) == (sessions, users, source)
+    if "--locomo" in arguments:
+        assert report["turns"] == 9
+    assert report["stored"]["episodes"] == sessions  # one episode per session: none lost, none trivial
+    assert report["stored"]["passages"] >= sessions
     assert 0 < report["distinct_texts"] <= report["embedded_texts"]
     assert report["end_to_end_s"] > 0 and report["embed_only_s"] > 0 and report["sessions_per_s"] > 0
     assert report["ratio_end_to_end_to_embed_only"] > 0
