@@ -90,6 +90,7 @@ def test_sessions_go_through_the_pipeline_and_are_counted(
         (["--locomo", "{empty}"], "no sessions with turns"),
         (["--locomo", "{broken}", "--form", "voice"], "--form must be 'chat' or 'group'"),
         (["--shape", "long"], "--shape must be 'short' or 'locomo'"),
+        (["--form", "group"], "--form applies to --locomo sessions only"),
     ],
 )
 def test_options_naming_no_sessions_exit_2_with_the_reason(tmp_path: Path, arguments: list[str], reason: str) -> None:

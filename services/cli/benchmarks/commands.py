@@ -112,6 +112,8 @@ def _ingest_sessions(
     from services.cli.benchmarks.synthetic import SessionShape, synthetic_sessions
     from services.cli.evaluation.locomo import LocomoFormatError
 
+    if locomo is None and form != "chat":
+        raise typer.BadParameter("--form applies to --locomo sessions only (synthetic ones have --shape)")
     if locomo is None:
         kind: SessionShape = "locomo" if _session_shape(shape) == "locomo" else "short"
         events = synthetic_sessions(sessions or 200, users=users, turns=turns, seed=seed, shape=kind)
