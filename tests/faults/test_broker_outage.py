@@ -3,6 +3,8 @@ answered "could not publish" is not carried out later when the broker comes back
 
 from __future__ import annotations
 
+import asyncio
+import signal
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,45 @@ async def test_a_request_refused_during_the_outage_is_not_carried_out_later(
     finally:
         await client.close()
     assert stored == [], "the refused erasure request was buffered and published after the reconnect"
+
+
+async def test_a_service_stopped_while_nats_is_down_stops_cleanly(own_nats: NatsServer, tmp_path: Path) -> None:
+    """SIGTERM to `tiermem serve` while its NATS is gone (a pod stopped during a broker outage). nats-py
+    refuses to drain a reconnecting connection, and FastStream's broker stop drains: the stop raised, and
+    what FastStream runs after it (the root's release: closing the stores) never ran."""
+    from tests.integration.test_serve_alone import serve_env, start_serve
+
+    nats = NatsSettings(url=own_nats.url, token=own_nats.token, subject_root="outage-stop")  # type: ignore[arg-type]
+    log_path = tmp_path / "serve.log"
+    with log_path.open("wb") as log:
+        process = await start_serve("episodic-summarizer", serve_env(tmp_path, nats), stdout=log, stderr=log)
+    try:
+        client = await connect_nats(nats, "outage-test", bounded=True)
+        js = client.jetstream()
+
+        async def _consumer_ready() -> bool:
+            try:
+                await js.consumer_info(Subjects(nats.subject_root).session_stream, "episodic-summarizer")
+            except Exception:
+                return False
+            return True
+
+        await wait_for(_consumer_ready, what="the service to provision its consumer", timeout_s=90)
+        await client.close()
+        own_nats.stop()
+
+        async def _noticed() -> bool:
+            return "nats connection:" in log_path.read_text(errors="replace")
+
+        await wait_for(_noticed, what="the service to notice the outage", timeout_s=30)
+        process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.wait(), timeout=60)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    output = log_path.read_text(errors="replace")
+    assert process.returncode in (0, -signal.SIGTERM), output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert "not drained at stop (ConnectionReconnectingError): closed instead" in output, output[-3000:]
+    assert "shut down gracefully" in output, output[-3000:]  # FastStream logs it after its after_shutdown hooks
