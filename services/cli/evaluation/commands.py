@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from services.cli.evaluation import answer_options as ao
 from services.cli.evaluation.harness import quiet_consumer_logs
-from services.cli.evaluation.locomo import LocomoFormatError
+from services.cli.evaluation.locomo import LocomoFormatError, chat_form
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -125,9 +125,11 @@ def locomo_command(
 
     console = Console()
     err = Console(stderr=True)
-    if form not in ("chat", "group"):
-        err.print(f"[red]error:[/] --form must be chat or group, not {form!r}")
-        raise typer.Exit(2)
+    try:
+        chosen_form = chat_form(form)
+    except ValueError as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
     answers = ao.answer_config(
         err, answer_model, judge_model, answer_limit, answer_concurrency, answer_l1_k, answer_api_base, answer_price
     )
@@ -139,7 +141,7 @@ def locomo_command(
         samples=tuple(sample or ()),
         max_questions=questions,
         recall_overrides=parse_overrides(recall_setting or []),
-        form="group" if form == "group" else "chat",
+        form=chosen_form,
         answers=answers,
     )
     try:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from contracts import Message, SessionCompleted
 from services.common.domain.ids import deterministic_uuid
@@ -277,6 +277,13 @@ ChatForm = Literal["chat", "group"]
 """How a conversation arrives: `chat` (speaker A is the user, B the assistant, names in `name`) or
 `group` (a group chat or an imported transcript: every turn role `user`, the speaker's name only in
 the text, "Caroline: ...")."""
+
+
+def chat_form(value: str) -> ChatForm:
+    """A `--form` option's text as a ChatForm; ValueError naming the two for anything else."""
+    if value in ("chat", "group"):
+        return cast(ChatForm, value)
+    raise ValueError(f"--form must be 'chat' or 'group', not {value!r}")
 
 
 def _message(turn: LocomoTurn, roles: Mapping[str, str], form: ChatForm) -> Message:
