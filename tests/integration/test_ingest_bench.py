@@ -1,8 +1,8 @@
 """`tiermem bench ingest` as a user runs it (the CLI in its own process): a LoCoMo file's sessions
 (`--locomo`), or synthetic ones, go through the real pipeline (nats-server, FalkorDB, Qdrant Edge, the
 consolidation services) and the report counts what was stored and timed. A smoke test: the ratio
-itself is a benchmark, not an assertion. Options that name no sessions exit 2 with the reason before
-any server starts."""
+itself is a benchmark, not an assertion. Options that would time nothing (no sessions, or a work dir
+whose stack holds them already) exit 2 with the reason before any server starts."""
 
 from __future__ import annotations
 
@@ -91,13 +91,18 @@ def test_sessions_go_through_the_pipeline_and_are_counted(
         (["--locomo", "{broken}", "--form", "voice"], "--form must be 'chat' or 'group'"),
         (["--shape", "long"], "--shape must be 'short' or 'locomo'"),
         (["--form", "group"], "--form applies to --locomo sessions only"),
+        (["--work-dir", "{used}"], "is not empty: give a new or empty directory"),
     ],
 )
-def test_options_naming_no_sessions_exit_2_with_the_reason(tmp_path: Path, arguments: list[str], reason: str) -> None:
+def test_options_that_would_time_nothing_exit_2_with_the_reason(
+    tmp_path: Path, arguments: list[str], reason: str
+) -> None:
     (tmp_path / "broken.json").write_text('[{"sample_id": ', encoding="utf-8")
     empty = {**SAMPLE, "conversation": {"speaker_a": "Mina", "speaker_b": "Joon"}}
     (tmp_path / "empty.json").write_text(json.dumps([empty]), encoding="utf-8")
     paths = {name: str(tmp_path / f"{name}.json") for name in ("missing", "broken", "empty")}
+    (tmp_path / "used" / "nats").mkdir(parents=True)  # a stack ran here: a re-run would time duplicates only
+    paths["used"] = str(tmp_path / "used")
     command = [*TIERMEM, *(argument.format(**paths) for argument in arguments)]
     finished = subprocess.run(command, capture_output=True, text=True, timeout=120, env=ENV, check=False)
     assert finished.returncode == 2, finished.stdout[-1000:] + finished.stderr[-1000:]

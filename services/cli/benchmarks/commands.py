@@ -74,7 +74,9 @@ def ingest_command(
         str, typer.Option(help="With --locomo, chat: speaker A as user, B as assistant; group: every turn `user`.")
     ] = "chat",
     seed: Annotated[int, typer.Option()] = 7,
-    work_dir: Annotated[Path | None, typer.Option(help="Keep the stack's data here (default: temp dir).")] = None,
+    work_dir: Annotated[
+        Path | None, typer.Option(help="Keep the stack's data here: a new or empty directory (default: temp dir).")
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="Write the result as JSON here.")] = None,
 ) -> None:
     """Sessions per second through the pipeline, and the ratio against embedding the same texts alone."""
@@ -87,13 +89,24 @@ def ingest_command(
     from services.cli.evaluation.harness import quiet_consumer_logs
 
     console = Console()
+    if work_dir is not None and work_dir.is_dir() and any(work_dir.iterdir()):
+        # Its stack would hold these sessions already (deterministic event ids): every publish a
+        # duplicate, nothing consolidated, nothing timed.
+        Console(stderr=True).print(f"[red]error:[/] --work-dir {work_dir} is not empty: give a new or empty directory")
+        raise typer.Exit(2)
     events, source = _ingest_sessions(sessions, users, turns, shape, locomo, form, seed)
     quiet_consumer_logs()
+    from nats.errors import Error as NatsError
+
     with Progress(console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("publishing", total=len(events))
-        result = asyncio.run(
-            run_ingest_bench(events, source=source, work_dir=work_dir, progress=lambda: progress.advance(task))
-        )
+        try:
+            result = asyncio.run(
+                run_ingest_bench(events, source=source, work_dir=work_dir, progress=lambda: progress.advance(task))
+            )
+        except (OSError, TimeoutError, NatsError) as exc:  # BrokerUnavailable: the stack's nats-server went away
+            Console(stderr=True).print(f"[red]error:[/] the bench stopped: {exc}")
+            raise typer.Exit(1) from exc
     render_ingest(result, console)
     if out is not None:
         out.write_text(json.dumps(result.as_dict(), indent=2), encoding="utf-8")
@@ -110,7 +123,7 @@ def _ingest_sessions(
 
     from services.cli.benchmarks.ingest import locomo_sessions
     from services.cli.benchmarks.synthetic import SessionShape, synthetic_sessions
-    from services.cli.evaluation.locomo import LocomoFormatError
+    from services.cli.evaluation.locomo import LocomoFormatError, chat_form
 
     if locomo is None and form != "chat":
         raise typer.BadParameter("--form applies to --locomo sessions only (synthetic ones have --shape)")
@@ -118,10 +131,12 @@ def _ingest_sessions(
         kind: SessionShape = "locomo" if _session_shape(shape) == "locomo" else "short"
         events = synthetic_sessions(sessions or 200, users=users, turns=turns, seed=seed, shape=kind)
         return events, f"synthetic sessions ({kind} shape)"
-    if form not in ("chat", "group"):
-        raise typer.BadParameter(f"--form must be 'chat' or 'group', not {form!r}")
     try:
-        events = locomo_sessions(locomo, "group" if form == "group" else "chat", sessions)
+        chosen = chat_form(form)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    try:
+        events = locomo_sessions(locomo, chosen, sessions)
     except (LocomoFormatError, OSError) as exc:
         Console(stderr=True).print(f"[red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from exc
