@@ -83,13 +83,10 @@ def ingest(
     if events:
         with Progress(console=err_console, transient=True, disable=len(events) < 50) as progress:
             task = progress.add_task("publishing", total=len(events))
-            from nats.errors import Error as NatsError
+            from services.cli.broker_loss import exit_on_broker_loss
 
-            try:
+            with exit_on_broker_loss(err_console, "nothing more was published", code=2):
                 counts = asyncio.run(publish_sessions(settings, events, lambda: progress.advance(task)))
-            except (OSError, TimeoutError, NatsError) as exc:  # BrokerUnavailable, or the broker went away
-                err_console.print(f"[red]error:[/] nothing more was published: {exc}")
-                raise typer.Exit(2) from exc
     else:
         from services.cli.ingest import PublishCounts
 

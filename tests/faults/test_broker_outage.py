@@ -4,21 +4,32 @@ answered "could not publish" is not carried out later when the broker comes back
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
-from contracts import Subjects
+from contracts import SessionCompleted, Subjects
 from services.cli.servers.nats_server import NatsServer
-from services.common.runtime.broker import connect_nats, provision
+from services.common.runtime.broker import (
+    ConsumerSpec,
+    DeadLetterWriter,
+    Delivery,
+    EventPublisher,
+    build_broker,
+    connect_nats,
+    durable_subscriber,
+    provision,
+)
 from services.common.runtime.resources import Resources
-from services.common.runtime.settings import NatsSettings
+from services.common.runtime.settings import NatsSettings, TierMemSettings
 from services.recall_api import erasure_requests
 from services.recall_api.errors import StoreUnavailable
 from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
-from tests.support.events import stream_messages, wait_for
+from tests.support.events import session_event, stream_messages, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -131,3 +142,81 @@ async def test_a_service_stopped_while_nats_is_down_stops_cleanly(own_nats: Nats
     assert "Traceback" not in output, output[-3000:]
     assert "not drained at stop (ConnectionReconnectingError): closed instead" in output, output[-3000:]
     assert "shut down gracefully" in output, output[-3000:]  # FastStream logs it after its after_shutdown hooks
+
+
+async def test_a_delivery_that_cannot_be_settled_during_the_outage_is_redelivered(
+    own_nats: NatsServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A handler that fails while NATS is gone: its nak cannot be sent (publishes are not buffered).
+    That is one warning line, not FastStream's ERROR with the traceback of the whole chain, and the
+    delivery is not lost: JetStream redelivers it after ack_wait once NATS is back."""
+    nats = NatsSettings(
+        url=own_nats.url,
+        token=own_nats.token,  # type: ignore[arg-type]
+        subject_root="outage-settle",
+        ack_wait_s=2,
+        retry_delays_s=[0.1],
+    )
+    subjects = Subjects(nats.subject_root)
+    spec = ConsumerSpec(
+        durable="settle-test",
+        stream=subjects.session_stream,
+        filter_subjects=(subjects.all_session_completed(),),
+        description="test consumer",
+    )
+    client = await connect_nats(nats, "outage-test", bounded=True)
+    await provision(client.jetstream(), nats, [spec])
+    await client.close()
+    entered, release = asyncio.Event(), asyncio.Event()
+    deliveries: list[int] = []
+
+    async def fails_while_nats_is_gone(event: SessionCompleted, delivery: Delivery) -> None:
+        deliveries.append(delivery.deliveries)
+        if delivery.deliveries == 1:
+            entered.set()
+            await release.wait()
+            raise ConnectionError("the write needed NATS")
+
+    broker = build_broker(TierMemSettings(nats=nats), "settle-test")
+    publisher = EventPublisher(broker)
+    durable_subscriber(
+        broker, nats, spec, SessionCompleted, fails_while_nats_is_gone, DeadLetterWriter(publisher, subjects)
+    )
+    caplog.set_level(logging.INFO)
+    await broker.start()
+    try:
+        event = session_event()
+        await publisher.publish(
+            event, subjects.session_completed("acme", "alice"), str(event.event_id), subjects.session_stream
+        )
+        await asyncio.wait_for(entered.wait(), timeout=30)
+        own_nats.stop()
+
+        def _logged(text: str) -> Callable[[], Awaitable[bool]]:
+            async def probe() -> bool:
+                return any(text in record.getMessage() for record in caplog.records)
+
+            return probe
+
+        await wait_for(_logged("nats connection:"), what="the broker to notice the outage")
+        release.set()
+        await wait_for(_logged("could not settle"), what="the failed nak to be logged")
+        own_nats.start()
+
+        async def _redelivered() -> bool:
+            return len(deliveries) >= 2
+
+        await wait_for(_redelivered, what="the redelivery after ack_wait", timeout_s=60)
+    finally:
+        release.set()
+        await broker.stop()
+    assert deliveries[:2] == [1, 2]
+    settle_lines = [r for r in caplog.records if "could not settle" in r.getMessage()]
+    assert len(settle_lines) == 1, [r.getMessage() for r in settle_lines]
+    assert "settle-test could not settle" in settle_lines[0].getMessage()
+    assert "redelivered after ack_wait 2s" in settle_lines[0].getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], [r.getMessage() for r in caplog.records]
+    # FastStream's own "Connection broken" line carries the disconnect's exception (one line): that is
+    # the outage itself, not a failure of ours.
+    tracebacks = [r.getMessage() for r in caplog.records if r.exc_info and "Connection broken" not in r.getMessage()]
+    assert not tracebacks, tracebacks

@@ -96,17 +96,14 @@ def ingest_command(
         raise typer.Exit(2)
     events, source = _ingest_sessions(sessions, users, turns, shape, locomo, form, seed)
     quiet_consumer_logs()
-    from nats.errors import Error as NatsError
+    from services.cli.broker_loss import exit_on_broker_loss
 
-    with Progress(console=Console(stderr=True), transient=True) as progress:
+    err = Console(stderr=True)
+    with Progress(console=err, transient=True) as progress, exit_on_broker_loss(err, "the bench stopped", code=1):
         task = progress.add_task("publishing", total=len(events))
-        try:
-            result = asyncio.run(
-                run_ingest_bench(events, source=source, work_dir=work_dir, progress=lambda: progress.advance(task))
-            )
-        except (OSError, TimeoutError, NatsError) as exc:  # BrokerUnavailable: the stack's nats-server went away
-            Console(stderr=True).print(f"[red]error:[/] the bench stopped: {exc}")
-            raise typer.Exit(1) from exc
+        result = asyncio.run(
+            run_ingest_bench(events, source=source, work_dir=work_dir, progress=lambda: progress.advance(task))
+        )
     render_ingest(result, console)
     if out is not None:
         out.write_text(json.dumps(result.as_dict(), indent=2), encoding="utf-8")

@@ -144,8 +144,11 @@ def locomo_command(
         form=chosen_form,
         answers=answers,
     )
+    from services.cli.broker_loss import exit_on_broker_loss
+
     try:
-        with _progress(err) as progress:
+        # The stack's own nats-server going away mid-run (killed, out of disk) ends it with the reason.
+        with _progress(err) as progress, exit_on_broker_loss(err, "the evaluation stopped", code=1):
             report = asyncio.run(run_locomo(config, progress))
     except (LocomoFormatError, FileNotFoundError, ValidationError) as exc:
         err.print(f"[red]error:[/] {exc}")

@@ -17,6 +17,7 @@ from faststream import AckPolicy
 from faststream.nats import JStream, NatsBroker, NatsMessage, PullSub
 from nats.aio.client import Client as NatsClient
 from nats.errors import ConnectionClosedError, ConnectionReconnectingError, NoServersError
+from nats.errors import Error as NatsError
 from nats.js import JetStreamContext
 from nats.js import api as js_api
 from nats.js.errors import BadRequestError
@@ -431,6 +432,25 @@ class _ExplicitAckConsumer(Generic[ModelT]):
             deliveries=int(metadata.num_delivered),
             data=raw.data,
         )
+        try:
+            await self._consume(received)
+        except (NatsError, ConnectionError, TimeoutError) as exc:
+            # The handler's own failures are settled in `_run_handler`; what gets here is the settling
+            # itself (ack, nak, dead letter) failing because NATS went away: publishes are not buffered
+            # (NO_PUBLISH_BUFFER). Nothing is lost: the delivery stays unacknowledged and JetStream
+            # redelivers it after ack_wait. One line, not FastStream's traceback of the whole chain.
+            log.warning(
+                "%s could not settle %s seq=%s (delivery %s), NATS unavailable (%s): redelivered after ack_wait %.0fs",
+                self._spec.durable,
+                self._spec.stream,  # not the subject: it names the tenant and user
+                received.stream_sequence,
+                received.deliveries,
+                type(exc).__name__,
+                self._settings.ack_wait_s,
+            )
+
+    async def _consume(self, received: _ReceivedMessage) -> None:
+        msg, raw = received.msg, received.msg.raw_message
         replay_for = (raw.headers or {}).get(REPLAY_FOR_HEADER)
         if replay_for is not None and replay_for != self._spec.durable:
             await msg.ack()
@@ -449,7 +469,7 @@ class _ExplicitAckConsumer(Generic[ModelT]):
             deliveries=received.deliveries,
             headers=dict(raw.headers or {}),
             in_progress=msg.in_progress,
-            stored_at=metadata.timestamp,
+            stored_at=raw.metadata.timestamp,
         )
         if received.deliveries > 1:
             REDELIVERIES.labels(consumer=self._spec.durable).inc()
