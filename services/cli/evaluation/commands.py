@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress
 
+    from services.cli.evaluation.locomo_run import LocomoConfig
+
 eval_app = typer.Typer(
     name="eval", help="Measure memory: LoCoMo retrieval against baselines, Korean scenarios.", no_args_is_help=True
 )
@@ -120,7 +122,7 @@ def locomo_command(
     with --answer-model, also answer and judge them (J-score, reflection rate, tokens, cost)."""
     from rich.console import Console
 
-    from services.cli.evaluation.locomo_run import LocomoConfig, run_locomo
+    from services.cli.evaluation.locomo_run import LocomoConfig
     from services.cli.evaluation.report import render_report
 
     console = Console()
@@ -144,15 +146,7 @@ def locomo_command(
         form=chosen_form,
         answers=answers,
     )
-    from services.cli.broker_loss import exit_on_broker_loss
-
-    try:
-        # The stack's own nats-server going away mid-run (killed, out of disk) ends it with the reason.
-        with _progress(err) as progress, exit_on_broker_loss(err, "the evaluation stopped", code=1):
-            report = asyncio.run(run_locomo(config, progress))
-    except (LocomoFormatError, FileNotFoundError, ValidationError) as exc:
-        err.print(f"[red]error:[/] {exc}")
-        raise typer.Exit(2) from exc
+    report = _run_locomo(config, err)
     render_report(report, console)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -161,6 +155,20 @@ def locomo_command(
     _draw_chart(report, png or (out.with_suffix(".png") if out is not None else Path("locomo-recall.png")), console)
     console.print(f"runtime: {report['timings_s']['total_s']:.0f} s ({report['timings_s']})")
     ao.finish_answers(report, console, out)
+
+
+def _run_locomo(config: LocomoConfig, err: Console) -> dict[str, Any]:
+    """The run's report; exit 2 with the reason for input that is not LoCoMo, exit 1 with it when the
+    stack's own nats-server goes away mid-run (killed, out of disk)."""
+    from services.cli.broker_loss import exit_on_broker_loss
+    from services.cli.evaluation.locomo_run import run_locomo
+
+    try:
+        with _progress(err) as progress, exit_on_broker_loss(err, "the evaluation stopped", code=1):
+            return asyncio.run(run_locomo(config, progress))
+    except (LocomoFormatError, FileNotFoundError, ValidationError) as exc:
+        err.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
 
 
 @eval_app.command("scenarios")
