@@ -18,6 +18,7 @@ from typing import Any
 import nats
 import pytest
 
+from tests.faults.embedded import children
 from tests.support.events import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -47,27 +48,23 @@ def _conversation(sessions: int) -> dict[str, Any]:
     return {"sample_id": "loss-conv", "conversation": conversation, "qa": [{**question, "category": 1}]}
 
 
-def _nats_server_pid(work_dir: Path) -> int | None:
-    """The pid of the nats-server the command started for `work_dir` (its config is in there)."""
-    needle = f"{work_dir}/nats/".encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+def _nats_server_pid(command_pid: int) -> int | None:
+    """The nats-server the command started for its stack (a child of the command's process)."""
+    for pid in children(command_pid):
         try:
-            command = (entry / "cmdline").read_bytes()
+            if b"nats-server" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                return pid
         except OSError:
             continue
-        if b"nats-server" in command and needle in command:
-            return int(entry.name)
     return None
 
 
-async def _wait_for_consolidation_to_start(work_dir: Path) -> None:
+async def _wait_for_consolidation_to_start(work_dir: Path, command_pid: int) -> None:
     """Until the first episode has been published on the derived stream: the consumers are busy."""
     config_path = work_dir / "nats" / "nats-server.conf"
 
     async def _configured() -> bool:
-        return config_path.is_file() and _nats_server_pid(work_dir) is not None
+        return config_path.is_file() and _nats_server_pid(command_pid) is not None
 
     await wait_for(_configured, what="the command's nats-server", timeout_s=120, interval_s=0.2)
     config = json.loads(config_path.read_text(encoding="utf-8"))
@@ -109,9 +106,9 @@ async def test_the_stacks_nats_server_killed_mid_run_ends_the_command_with_one_e
             *TIERMEM, *arguments, env=ENV, stdout=subprocess.DEVNULL, stderr=stderr
         )
     try:
-        await _wait_for_consolidation_to_start(work)
+        await _wait_for_consolidation_to_start(work, process.pid)
         assert process.returncode is None, "the command finished before the broker was killed: give it more sessions"
-        pid = _nats_server_pid(work)
+        pid = _nats_server_pid(process.pid)
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
         await asyncio.wait_for(process.wait(), timeout=60)
