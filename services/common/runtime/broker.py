@@ -436,16 +436,16 @@ class _ExplicitAckConsumer(Generic[ModelT]):
             await self._consume(received)
         except (NatsError, ConnectionError, TimeoutError) as exc:
             # The handler's own failures are settled in `_run_handler`; what gets here is the settling
-            # itself (ack, nak, dead letter) failing because NATS went away: publishes are not buffered
-            # (NO_PUBLISH_BUFFER). Nothing is lost: the delivery stays unacknowledged and JetStream
-            # redelivers it after ack_wait. One line, not FastStream's traceback of the whole chain.
+            # itself (ack, nak, dead letter) failing, mostly because NATS went away: publishes are not
+            # buffered (NO_PUBLISH_BUFFER). Nothing is lost: the delivery stays unacknowledged and
+            # JetStream redelivers it after ack_wait. One line, not FastStream's traceback of the chain.
             log.warning(
-                "%s could not settle %s seq=%s (delivery %s), NATS unavailable (%s): redelivered after ack_wait %.0fs",
+                "%s could not settle %s seq=%s (delivery %s): %s; redelivered after ack_wait %.0fs",
                 self._spec.durable,
                 self._spec.stream,  # not the subject: it names the tenant and user
                 received.stream_sequence,
                 received.deliveries,
-                type(exc).__name__,
+                describe_error(exc),  # nats-py's errors name no message content
                 self._settings.ack_wait_s,
             )
 
