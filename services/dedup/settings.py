@@ -14,4 +14,6 @@ class DedupSettings(TierMemSettings):
     embedding_max_candidates: int = Field(
         default=500, description="Skip the embedding stage when a scope holds more entities than this."
     )
-    llm_min_confidence: float = Field(default=0.7, ge=0, le=1)
+    llm_min_confidence: float = Field(
+        default=0.7, ge=0, le=1, description="Least confidence of the LLM's same-entity answer that merges."
+    )

