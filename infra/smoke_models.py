@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from services.common.domain.text import TokenCounter
+from services.common.domain.tokens import TokenCounter
 from services.common.gateways.embedding import build_embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.settings import EmbeddingSettings

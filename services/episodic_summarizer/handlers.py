@@ -11,8 +11,8 @@ from faststream.nats import NatsBroker
 from contracts import EpisodeCreated, SessionCompleted, SizeLimitExceeded, Subjects, check_session_size
 from services.common.domain.ids import deterministic_uuid
 from services.common.domain.importance import messages_importance
+from services.common.domain.language import detect_language
 from services.common.domain.owner import Owner
-from services.common.domain.text import detect_language
 from services.common.runtime.broker import ConsumerSpec, Delivery, PoisonMessage, durable_subscriber
 from services.common.runtime.resources import ServiceContext
 from services.common.runtime.service import PublishedEvent, ServiceDefinition

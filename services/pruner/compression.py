@@ -21,9 +21,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from services.common.domain.graphemes import truncate_with_ellipsis
 from services.common.domain.ids import deterministic_uuid
 from services.common.domain.owner import Owner
-from services.common.domain.text import truncate_with_ellipsis
 from services.common.stores.episodes import Episode, ModelUsage, Passage
 
 COMPRESSION_MODEL = "pruner-compression"

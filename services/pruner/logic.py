@@ -32,7 +32,7 @@ from typing import Any, Literal
 from uuid import UUID
 
 from contracts import Message, SessionCompleted
-from services.common.domain.text import split_sentences
+from services.common.domain.sentences import split_sentences
 from services.common.stores.episodes import PointTimes
 from services.common.stores.facts import FactLifetime
 

@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 
 from services.common.domain.facts import FactCandidate, FactProvenance, normalise_subject, normalise_text_key
 from services.common.domain.ids import deterministic_uuid
+from services.common.domain.language import detect_language
 from services.common.domain.owner import Owner
-from services.common.domain.text import TokenCounter, detect_language
+from services.common.domain.tokens import TokenCounter
 from services.common.runtime.resources import Resources
 from services.common.stores.tombstones import UserBeingErased
 from services.recall_api import memory_section, ranking

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 
 from services.common.domain.fact_attributes import is_procedure_attribute
 from services.common.domain.owner import Owner
-from services.common.domain.text import TokenCounter
+from services.common.domain.tokens import TokenCounter
+from services.common.domain.trivial import is_trivial_message
 from services.common.stores.vector.port import HybridWeights
 from services.recall_api import l0_deadline, l0_detail, l0_query, l0_select, memory_section, ranking
 from services.recall_api.candidates import CandidateRetriever, CandidateSearch, note_recalled
@@ -70,7 +71,7 @@ class AutoRecall:
         max_entries = request.max_entries or self.settings.l0_default_max_entries
         budget = request.token_budget or self.settings.l0_default_token_budget
         # The trivial check comes before anything touches a store or a model.
-        if l0_query.is_trivial_message(request.message):
+        if is_trivial_message(request.message):
             return self._skipped("trivial", started, owner)
         text = self._query_text(request)
         if not text:

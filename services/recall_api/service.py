@@ -16,7 +16,7 @@ from nats.aio.client import Client as NatsClient
 from contracts import SessionCompleted, Subjects
 from contracts.session_input import SessionRejected, parse_session
 from services.common.domain.owner import Owner
-from services.common.domain.text import TokenCounter
+from services.common.domain.tokens import TokenCounter
 from services.common.runtime.resources import Resources
 from services.recall_api import erasure_requests, sessions_in
 from services.recall_api.candidates import CandidateRetriever

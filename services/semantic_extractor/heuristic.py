@@ -14,7 +14,7 @@ from collections.abc import Collection
 from typing import Literal
 
 from services.common.domain.facts import USER_SUBJECT, normalise_text_key
-from services.common.domain.text import split_sentences
+from services.common.domain.sentences import split_sentences
 from services.semantic_extractor.fact_text import primary_language
 from services.semantic_extractor.gazetteers import name_keys
 from services.semantic_extractor.heuristic_context import ExtractionContext, Speaker

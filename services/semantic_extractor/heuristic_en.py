@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from services.common.domain.facts import USER_SUBJECT, normalise_text_key, transient_reason
-from services.common.domain.text import split_sentences
+from services.common.domain.sentences import split_sentences
 from services.semantic_extractor.gazetteers import (
     DEMONYMS,
     EN_OCCUPATIONS,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from services.cli.servers.net import free_port
-from services.common.domain.text import bundled_encoding_path
+from services.common.domain.tokens import bundled_encoding_path
 from tests.integration.test_stack import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

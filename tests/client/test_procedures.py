@@ -22,7 +22,7 @@ from tiermem_client import (
 )
 from tiermem_client.events import Channel
 
-from services.common.domain.text import bundled_encoding_path
+from services.common.domain.tokens import bundled_encoding_path
 from tests.integration.test_recall_api import API_KEYS
 from tests.integration.test_write_api import ACME_KEY, NOW, WriteStack
 from tests.integration.test_write_api import embedder as embedder

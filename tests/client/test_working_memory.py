@@ -12,7 +12,7 @@ from tiermem_client import ChatTurn, ContextBuilder, O200kCounter, SlotShares, T
 from tiermem_client.events import Message
 
 from contracts import SessionCompleted as ServerSessionCompleted
-from services.common.domain.text import TokenCounter, bundled_encoding_path
+from services.common.domain.tokens import TokenCounter, bundled_encoding_path
 
 COUNTER = O200kCounter.load(bundled_encoding_path("o200k_base"))
 SERVER = TokenCounter()

@@ -19,11 +19,12 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 from nats.aio.client import Client as NatsClient
+from services.recall_api.seeding import seed_episode, seed_fact
 
 from contracts import Subjects
 from services.cli.servers.net import free_port
 from services.common.domain.owner import Owner
-from services.common.domain.text import TokenCounter
+from services.common.domain.tokens import TokenCounter
 from services.common.gateways.embedder import Embedder
 from services.common.gateways.embedding import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
@@ -35,7 +36,6 @@ from services.common.stores.graph.repository import EntityInput, EpisodeRef, Gra
 from services.common.stores.vector.port import EPISODES, FACTS, VectorIndex
 from services.recall_api import instructions
 from services.recall_api.app import create_app
-from services.recall_api.seeding import seed_episode, seed_fact
 from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
 from tests.fixtures.falkordb import FalkorDBGraph

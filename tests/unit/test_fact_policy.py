@@ -23,7 +23,7 @@ from services.common.domain.facts import (
     plan_fact_write,
     transient_reason,
 )
-from services.common.domain.text import split_sentences
+from services.common.domain.sentences import split_sentences
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 NOW = datetime(2026, 6, 1, tzinfo=UTC)

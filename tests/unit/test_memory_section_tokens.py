@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.common.domain.text import TokenCounter
+from services.common.domain.tokens import TokenCounter
 from services.recall_api import memory_section
 
 ENCODINGS = ("o200k_base", "cl100k_base")

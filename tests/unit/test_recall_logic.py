@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from services.common.domain.facts import Fact, FactProvenance, make_fact_id
-from services.common.domain.text import TokenCounter
+from services.common.domain.tokens import TokenCounter
+from services.common.domain.trivial import is_trivial_message
 from services.common.stores.episodes import Episode, EpisodeHit, PassageHit
 from services.common.stores.facts import read_stored_fact
 from services.recall_api import instructions, l0_query, memory_section, ranking
@@ -58,7 +59,7 @@ def counter() -> TokenCounter:
     ],
 )
 def test_trivial_messages_are_recognised(message: str) -> None:
-    assert l0_query.is_trivial_message(message)
+    assert is_trivial_message(message)
 
 
 @pytest.mark.parametrize(
@@ -76,7 +77,7 @@ def test_trivial_messages_are_recognised(message: str) -> None:
     ],
 )
 def test_messages_with_content_are_not_trivial(message: str) -> None:
-    assert not l0_query.is_trivial_message(message)
+    assert not is_trivial_message(message)
 
 
 # ---- the L0 query -------------------------------------------------------------------------------

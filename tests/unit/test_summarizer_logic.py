@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contracts.events import Message, MessageRole, SessionCompleted
-from services.common.domain.text import detect_language, is_cluster_boundary
+from services.common.domain.graphemes import is_cluster_boundary
+from services.common.domain.language import detect_language
 from services.episodic_summarizer.logic import (
     SummaryOutput,
     build_summary_prompt,

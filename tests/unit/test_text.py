@@ -8,18 +8,16 @@ import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.common.domain.text import (
-    TokenCounter,
-    bundled_encoding_path,
-    detect_language,
-    hangul_share,
+from services.common.domain.graphemes import (
     is_cluster_boundary,
-    is_trivial_message,
     keep_tail_codepoints,
-    split_sentences,
     truncate_codepoints,
     truncate_with_ellipsis,
 )
+from services.common.domain.language import detect_language, hangul_share
+from services.common.domain.sentences import split_sentences
+from services.common.domain.tokens import TokenCounter, bundled_encoding_path
+from services.common.domain.trivial import is_trivial_message
 
 # Characters that make cutting hard: Hangul syllables and conjoining jamo, combining accents, emoji
 # with skin tones / ZWJ / variation selectors, flags (regional-indicator pairs), CRLF.
@@ -248,6 +246,31 @@ def test_trivial_messages(text: str) -> None:
     ["ok, deploy it on Friday", "I prefer Go", "다음 주에 배포하기로 했어요", "42", "thanks, my email is a@b.c"],
 )
 def test_non_trivial_messages(text: str) -> None:
+    assert not is_trivial_message(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "안녕하세요! 무엇을 도와드릴까요?",  # the assistant's stock greeting: nothing to remember or search
+        "You're welcome! Anything else?",
+        "glad to help",
+        "좋은 하루 되세요",
+        "넵넵",
+        "감사합니다요",
+        "makes sense, thank you",
+    ],
+)
+def test_courtesy_and_stock_assistant_phrases_are_trivial(text: str) -> None:
+    assert is_trivial_message(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["what did I do", "How was it?", "what do I have today", "Is it done?", "What's that?", "어떻게 됐어?"],
+)
+def test_questions_made_of_small_words_are_not_trivial(text: str) -> None:
+    # L0 must search them (a pronoun follow-up is resolved by the previous turns): one rule for every caller.
     assert not is_trivial_message(text)
 
 

@@ -45,7 +45,7 @@ from services.common.domain.fact_attributes import Volatility as Volatility
 from services.common.domain.fact_attributes import attribute_spec as attribute_spec
 from services.common.domain.fact_attributes import normalise_attribute as normalise_attribute
 from services.common.domain.importance import API_SAVE_FLOOR, DEFAULT_IMPORTANCE, text_importance
-from services.common.domain.text import split_sentences
+from services.common.domain.sentences import split_sentences
 
 FactStatus = Literal["tentative", "confirmed", "superseded"]
 FactSource = Literal["extraction", "api"]

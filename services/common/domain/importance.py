@@ -41,7 +41,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from services.common.domain.text import is_trivial_message, split_sentences
+from services.common.domain.sentences import split_sentences
+from services.common.domain.trivial import is_trivial_message
 
 DEFAULT_IMPORTANCE = 0.5
 """The importance of a memory stored before importance was scored (and of anything unscored)."""

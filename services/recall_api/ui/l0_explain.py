@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from services.common.domain.owner import Owner
+from services.common.domain.trivial import is_trivial_message
 from services.common.stores.vector.port import HybridWeights
 from services.recall_api import l0_query, memory_section, ranking
 from services.recall_api.candidates import CandidateRetriever, CandidateSearch
@@ -72,7 +73,7 @@ async def explain_auto(service: RecallService, tenant_id: str, request: AutoReca
     def skipped(reason: str, text: str = "") -> L0Explanation:
         return L0Explanation("", 0, threshold, max_entries, budget, None, reason, [], text)
 
-    if l0_query.is_trivial_message(request.message):
+    if is_trivial_message(request.message):
         return skipped("trivial")
     turns = [l0_query.Turn(t.role, t.content) for t in request.recent_messages]
     text = l0_query.build_l0_query(
