@@ -18,8 +18,12 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
+
+from contracts.times import WINDOW_TEXT, EventTime
 
 # Ids become NATS subject tokens, so only characters that can never be wildcards or separators.
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
@@ -56,7 +60,8 @@ SubjectToken = Annotated[str, StringConstraints(min_length=1, max_length=128, pa
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
+    # NaN and infinities are refused in every event: no stage can rank, compare or store them.
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False, allow_inf_nan=False)
 
 
 class Message(BaseModel):
@@ -66,7 +71,7 @@ class Message(BaseModel):
 
     role: MessageRole = Field(description="Who produced the turn.")
     content: CleanText = Field(description="The text of the turn, verbatim.")
-    ts: AwareDatetime | None = Field(default=None, description="When the turn was sent (timezone-aware).")
+    ts: EventTime | None = Field(default=None, description=f"When the turn was sent (timezone-aware, {WINDOW_TEXT}).")
     name: str | None = Field(default=None, max_length=256, description="Display name of the speaker, when known.")
 
 
@@ -86,19 +91,26 @@ class SessionCompleted(_Event):
         description="'private' (one user and the agent) or 'group'; private memories never surface in groups."
     )
     scope: Scope = Field(default="personal", description="Visibility of derived memories: personal, team or org.")
-    started_at: AwareDatetime = Field(description="When the conversation started (timezone-aware ISO 8601).")
-    ended_at: AwareDatetime = Field(description="When the conversation ended (timezone-aware ISO 8601).")
+    started_at: EventTime = Field(
+        description=f"When the conversation started (timezone-aware ISO 8601, {WINDOW_TEXT})."
+    )
+    ended_at: EventTime = Field(
+        description=f"When the conversation ended (timezone-aware ISO 8601, {WINDOW_TEXT}; not before started_at)."
+    )
     locale: str | None = Field(
         default=None, max_length=35, description="BCP 47 language tag of the conversation, e.g. 'ko' or 'en-US'."
     )
     messages: list[Message] = Field(min_length=1, description="The turns, oldest first.")
     metadata: dict[str, str] = Field(default_factory=dict, description="Free-form string metadata from the producer.")
 
-    @model_validator(mode="after")
-    def _ended_after_started(self) -> SessionCompleted:
-        if self.ended_at < self.started_at:
+    @field_validator("ended_at")
+    @classmethod
+    def _ended_after_started(cls, ended_at: datetime, info: ValidationInfo) -> datetime:
+        # A field validator (started_at is declared first), so the refusal names ended_at.
+        started_at = info.data.get("started_at")
+        if isinstance(started_at, datetime) and ended_at < started_at:
             raise ValueError("ended_at must not be earlier than started_at")
-        return self
+        return ended_at
 
 
 class EpisodeCreated(_Event):
@@ -115,7 +127,7 @@ class EpisodeCreated(_Event):
     session_id: SubjectToken = Field(description="Source session id.")
     channel: Channel = Field(description="Channel of the source session.")
     scope: Scope = Field(description="Scope of the source session.")
-    occurred_at: AwareDatetime = Field(description="When the source session ended.")
+    occurred_at: EventTime = Field(description=f"When the source session ended ({WINDOW_TEXT}).")
     language: str = Field(description="Detected or declared language of the session (e.g. 'ko', 'en').")
     summary: str = Field(description="The episode summary, in the session's language.")
     abstract: str = Field(description="One-line abstract used by L0 auto-inject.")
@@ -200,7 +212,7 @@ class ErasureRequested(_Event):
     tenant_id: SubjectToken = Field(description="Tenant of the user.")
     user_id: SubjectToken = Field(description="User whose memory is erased.")
     target: ErasureTarget = Field(description="What to erase.")
-    requested_at: AwareDatetime = Field(description="When the request was made.")
+    requested_at: EventTime = Field(description=f"When the request was made ({WINDOW_TEXT}).")
     reason: str | None = Field(default=None, max_length=1000, description="Free-text reason, for the audit log.")
 
 

@@ -9,17 +9,21 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from contracts.events import Message, SessionCompleted
-from services.common.domain.graphemes import truncate_codepoints, truncate_with_ellipsis
 from services.common.domain.importance import coerce_importance
-from services.common.domain.language import detect_language, is_hangul
-from services.common.domain.sentences import split_sentences
 from services.common.domain.speakers import attribute_speakers
-from services.common.domain.trivial import is_trivial_message
+from services.common.domain.text import (
+    detect_language,
+    is_hangul,
+    is_trivial_message,
+    split_sentences,
+    truncate_codepoints,
+    truncate_with_ellipsis,
+)
 from services.common.gateways import kiwi
 
 # ---- output schema ------------------------------------------------------------------------------
@@ -51,6 +55,7 @@ class SummaryOutput(BaseModel):
 # ---- triviality and language --------------------------------------------------------------------
 
 _CONVERSATION_ROLES = ("user", "assistant")
+_NEVER = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 def episode_expiry(ended_at: datetime, stored_at: datetime, ttl_days: float) -> datetime:
@@ -58,8 +63,14 @@ def episode_expiry(ended_at: datetime, stored_at: datetime, ttl_days: float) -> 
     when that came later. Why the later: an imported transcript of a conversation older than the TTL
     would otherwise be stored expired, invisible to recall and deleted by the next prune, though its
     user just asked for it to be remembered. Its date still ages it in ranking (`occurred_at`). Both
-    times come with the message, so a redelivery or a replay of the stream gives the same expiry."""
-    return max(ended_at, stored_at) + timedelta(days=ttl_days)
+    times come with the message, so a redelivery or a replay of the stream gives the same expiry.
+    A TTL reaching past year 9999 saturates at its start: it means "never" in practice, an overflow
+    would fail the session on every delivery, and the year's start still converts to a POSIX
+    timestamp and back (`datetime.max` does not come back)."""
+    try:
+        return min(max(ended_at, stored_at) + timedelta(days=ttl_days), _NEVER)
+    except OverflowError:
+        return _NEVER
 
 
 def is_trivial_session(messages: Sequence[Message]) -> bool:
