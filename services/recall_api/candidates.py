@@ -17,7 +17,7 @@ from services.common.gateways.embedder import begin_query
 from services.common.runtime.resources import Resources
 from services.common.stores.episodes import EpisodeHit, EpisodeStore, PassageHit
 from services.common.stores.facts import FactHit, FactStore
-from services.common.stores.vector.port import HybridWeights, QueryVector, SearchFilter, SparseVector
+from services.common.stores.vector.port import HybridWeights, SearchFilter, SparseVector
 from services.recall_api import ranking
 from services.recall_api.ranking import Candidate, Ranked
 from services.recall_api.recall_counts import RecallCountUpdater
@@ -27,10 +27,10 @@ LIVE_FACT_STATUSES = ["confirmed", "tentative"]
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """`dense` may be a future of the vector (the L0 overlaps its keyword searches with the embedding)."""
+    """`dense` None: the vector missed L0's deadline (l0_deadline.py), keywords alone answer."""
 
     text: str
-    dense: QueryVector
+    dense: Sequence[float] | None
     sparse: SparseVector
 
 

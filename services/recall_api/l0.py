@@ -78,7 +78,7 @@ class AutoRecall:
             return self._skipped("empty", started, owner)
         now = datetime.now(UTC)
         deadline = started + self.settings.l0_embedding_deadline_ms / 1000
-        # The keyword searches run while the query embeds; the vector arrives by the deadline or not at all.
+        # The keyword form is encoded while the query embeds; the vector arrives by the deadline or not at all.
         pending = await l0_deadline.start_query(self.retriever.resources, text, deadline=deadline)
         l0_detail.prepare_query(text)  # while the query embeds
         search = CandidateSearch(
@@ -91,7 +91,7 @@ class AutoRecall:
             now=now,
         )
         try:
-            found = await self.retriever.candidate_set(owner, pending.query, search)
+            found = await self.retriever.candidate_set(owner, await pending.ready(), search)
         finally:
             pending.settle()
         # Working rules come through GET /v1/procedures into the system prompt every turn; here they would be

@@ -12,9 +12,9 @@ for tens of seconds, no longer runs in the request process: stores/vector/edge.p
 that missed the deadline is not cancelled: the query-vector cache (gateways/embedding.py) keeps it
 for the next turn, which usually repeats the same text.
 
-While the query embeds (in its thread, without the GIL), the event loop encodes the keyword form and
-runs the keyword branch of every search (`start_query`): only the dense branches and what follows
-them wait for the vector.
+While the query embeds (in its thread, without the GIL), the event loop encodes the keyword form
+(`start_query`) and L0 prepares what needs only the text; the searches then run with the vector, or
+with keywords alone (`dense=None`, stores/vector/port.py) when it missed the deadline.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from services.common.domain.sparse import SparseVector
 from services.common.gateways.embedder import begin_query
 from services.common.runtime.resources import Resources
 from services.recall_api.candidates import Query
@@ -36,12 +37,16 @@ EMBEDDING_DEADLINE: Degraded = "embedding_deadline"
 
 @dataclass(frozen=True, slots=True)
 class PendingQuery:
-    """The L0 query as soon as its keyword form is ready: `query.dense` is `dense`, a future of the
-    query vector that resolves at the latest at the deadline (to None when the vector missed it). The
-    searches run their keyword branches while it is pending (stores/vector/port.py `QueryVector`)."""
+    """The L0 query as soon as its keyword form is ready: `dense` is a future of the query vector that
+    resolves at the latest at the deadline (to None when the vector missed it)."""
 
-    query: Query
+    text: str
+    sparse: SparseVector
     dense: asyncio.Future[Sequence[float] | None]
+
+    async def ready(self) -> Query:
+        """The query once its vector came, or the deadline passed (`dense` None: keywords alone)."""
+        return Query(text=self.text, dense=await self.dense, sparse=self.sparse)
 
     @property
     def degraded(self) -> Degraded | None:
@@ -51,7 +56,7 @@ class PendingQuery:
         return EMBEDDING_DEADLINE if missed else None
 
     def settle(self) -> None:
-        """Stop waiting for the vector if nothing did (a search that matched nothing never asks)."""
+        """Stop waiting for the vector if nothing did (the turn failed before it asked)."""
         if not self.dense.done():
             self.dense.cancel()
 
@@ -88,4 +93,4 @@ async def start_query(resources: Resources, text: str, *, deadline: float) -> Pe
         with contextlib.suppress(BaseException):
             await dense
         raise
-    return PendingQuery(Query(text=text, dense=dense, sparse=sparse), dense)
+    return PendingQuery(text, sparse, dense)

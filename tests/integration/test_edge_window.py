@@ -17,7 +17,7 @@ from services.common.domain.owner import Owner
 from services.common.stores.vector.adapter_support import owner_conditions
 from services.common.stores.vector.edge import EdgeVectorIndex
 from services.common.stores.vector.edge_filters import edge_filter
-from services.common.stores.vector.edge_window import WINDOW_KEY_FIELD, WINDOW_TIME_FIELD, window_key
+from services.common.stores.vector.edge_window import WINDOW_KEY_FIELD, WINDOW_TIME_FIELD, BackfillWrites, window_key
 from services.common.stores.vector.fusion import FusionConfig
 from services.common.stores.vector.port import EPISODES, HybridWeights, SearchFilter, SparseVector, VectorRecord
 
@@ -30,6 +30,10 @@ POWER = Owner("t1", "power")
 DENSE_ONLY = HybridWeights(keyword=0.0, dense=1.0)
 # Dense scores mapped from the whole cosine range, so that the fused order is the cosine order.
 FUSION = FusionConfig(dense_floor=-1.0)
+
+
+def _no_backfill() -> BackfillWrites:
+    raise AssertionError("a keyed window needs no backfill")
 
 
 def _index(path: Path, window: int) -> EdgeVectorIndex:
@@ -110,7 +114,7 @@ async def test_the_window_key_is_the_selective_condition_among_many_owners(tmp_p
         # to the window's size, while the bare time range also matches everyone's recent points.
         shard = index._collections[EPISODES].shard
         owner_filter = edge_filter(owner_conditions(POWER))
-        [key_range] = index.dense_windows.conditions(shard, EPISODES, POWER, owner_filter, owner_points=3000)
+        [key_range] = index.dense_windows.dense_conditions(shard, EPISODES, POWER, _no_backfill)
         assert key_range.key == WINDOW_KEY_FIELD
         cutoff = float(window[-1].payload[WINDOW_TIME_FIELD])
         since = qe.FieldCondition(WINDOW_TIME_FIELD, range=qe.RangeFloat(gte=cutoff))  # the bare time range
@@ -119,14 +123,22 @@ async def test_the_window_key_is_the_selective_condition_among_many_owners(tmp_p
         assert key_estimate < 2 * 300 < since_estimate and owner_estimate == 3000  # ~250, ~900 measured
         assert shard.count(qe.CountRequest(exact=True, filter=qe.Filter(must=[key_range]))) == 300
 
-        index.dense_windows.size = None  # exhaustive, on the same shard
-        for query in queries[:3]:
-            assert await _dense(index, POWER, query, 10) == _nearest(power, query, 10)
-        index.dense_windows.size = 300
         # Normal owners are searched exactly as without a window.
         other = Owner("t1", "u3")
         assert await _dense(index, other, queries[0], 5) == _nearest(_records(other, _spread(25, 3)), queries[0], 5)
 
+    finally:
+        await index.close()
+    exhaustive = EdgeVectorIndex(tmp_path / "edge", dense_window=None, fusion=FUSION)  # the same shard
+    try:
+        await exhaustive.ensure_collection(EPISODES, DIM)
+        for query in queries[:3]:
+            assert await _dense(exhaustive, POWER, query, 10) == _nearest(power, query, 10)
+    finally:
+        await exhaustive.close()
+    index = _index(tmp_path / "edge", 300)
+    try:
+        await index.ensure_collection(EPISODES, DIM)
         # Erasure reaches every point, inside the window or not.
         assert await index.delete(EPISODES, POWER) == 3000
         assert await _dense(index, POWER, queries[0], 10) == []
@@ -225,20 +237,15 @@ def test_window_keys_order_by_owner_then_time() -> None:
     assert {window_key(bob, moment) for moment in times}.isdisjoint(keys)
 
 
-async def test_the_window_rows_in_memory_answer_as_edge_does_through_writes_filters_and_deletes(
-    tmp_path: Path,
-) -> None:
+async def test_the_window_answers_through_writes_filters_and_deletes(tmp_path: Path) -> None:
     index, power = await _index_with_owners(tmp_path / "edge", 300, _spread(3000, 10))
-    key = (EPISODES, POWER)
     try:
         queries = [_vector(Owner("q", "q"), n) for n in range(8)]
         window = _newest(power, 300)
-        assert not index.dense_windows.vectors.loaded(key)
         for query in queries:
             assert await _dense(index, POWER, query, 10) == _nearest(window, query, 10)
-        assert index.dense_windows.vectors.loaded(key)  # the shortlist came from memory
 
-        # Written after the rows were loaded: found at once (each written chunk goes into the rows).
+        # Written after the window was found: in it at once (stamped with the key).
         newer = [
             VectorRecord(
                 id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"new/{number}")),
@@ -249,20 +256,17 @@ async def test_the_window_rows_in_memory_answer_as_edge_does_through_writes_filt
             for number in range(5)
         ]
         await index.upsert(EPISODES, POWER, newer)
-        assert index.dense_windows.vectors.loaded(key)  # kept, not reloaded
         for record in newer:
             assert await _dense(index, POWER, list(record.dense), 1) == [record.payload["n"]]
         window = _newest([*power, *newer], 305)
 
-        # Rewritten with a time before the window: out of the rows as well (the shortlist is trusted to
-        # hold the window's points only, the search does not check the window's range again).
+        # Rewritten with a time before the window: out of it (its key moved with its time).
         moved = dataclasses.replace(newer[0], payload={**newer[0].payload, WINDOW_TIME_FIELD: NOW - 200 * DAY})
         await index.upsert(EPISODES, POWER, [moved])
-        assert index.dense_windows.vectors.loaded(key)  # kept, not reloaded
         window = [record for record in window if record.id != moved.id]
         assert await _dense(index, POWER, list(moved.dense), 10) == _nearest(window, list(moved.dense), 10)
 
-        # A filter most of the shortlist fails: Edge's window search answers instead, never fewer hits.
+        # A filter most of the window fails: the nearest of those that pass.
         rare = {int(record.payload["n"]) for record in window[::15]}
         await index.set_payload(EPISODES, POWER, [r.id for r in window if r.payload["n"] in rare], {"tag": "rare"})
         only_rare = SearchFilter(match={"tag": "rare"})
@@ -279,29 +283,11 @@ async def test_the_window_rows_in_memory_answer_as_edge_does_through_writes_filt
             expected = _nearest([r for r in window if r.payload["n"] in rare], query, 10)
             assert [int(hit.payload["n"]) for hit in hits] == expected
 
-        # Deleted points stay in the rows but are never returned.
+        # Deleted points are never returned.
         nearest = _nearest(window, queries[0], 3)
         gone = [r.id for r in window if r.payload["n"] in nearest]
         assert await index.delete(EPISODES, POWER, SearchFilter(ids=gone)) == 3
         left = [r for r in window if r.payload["n"] not in nearest]
         assert await _dense(index, POWER, queries[0], 10) == _nearest(left, queries[0], 10)
-        assert index.dense_windows.vectors.loaded(key)
-    finally:
-        await index.close()
-
-
-async def test_only_the_most_recently_searched_windows_keep_rows(tmp_path: Path) -> None:
-    index, power = await _index_with_owners(tmp_path / "edge", 300, _spread(3000, 11))
-    index.dense_windows.vectors.max_owners = 1
-    other = Owner("t1", "second-power")
-    second = _records(other, _spread(1000, 12))
-    await index.upsert(EPISODES, other, second)
-    try:
-        query = _vector(Owner("q", "q"), 3)
-        for _ in range(2):  # each search evicts the other's rows and reloads its own: same answers
-            assert await _dense(index, POWER, query, 10) == _nearest(_newest(power, 300), query, 10)
-            assert await _dense(index, other, query, 10) == _nearest(_newest(second, 300), query, 10)
-            assert index.dense_windows.vectors.loaded((EPISODES, other))
-            assert not index.dense_windows.vectors.loaded((EPISODES, POWER))
     finally:
         await index.close()

@@ -620,63 +620,13 @@ async def test_edge_requires_ensure_collection(tmp_path: Path) -> None:
         await index.ensure_collection("../escape", DIM)
 
 
-# -- the query vector as a future (L0 runs its keyword branches while the query embeds) ---------------
+# -- no query vector: L0's vector missed its deadline (recall_api/l0_deadline.py) ---------------------
 
 
-async def test_a_pending_query_vector_gives_the_same_results_as_a_ready_one(index: VectorIndex, corpus: Corpus) -> None:
-    text = "온비서 출시 언제야?"
-    ready = await corpus.query(index, ALICE, text, limit=8)
-    vector: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
-    search = asyncio.ensure_future(
-        index.hybrid_query(EPISODES, ALICE, dense=vector, sparse=corpus.encoder.encode_query(text), weights=L0, limit=8)
-    )
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert not search.done()  # it waits for the vector
-    vector.set_result(corpus.query_vector(text))
-    pending = [(result.payload["key"], result.score) for result in await search]
-    assert [key for key, _ in pending] == [key for key, _ in ready]
-    assert [score for _, score in pending] == pytest.approx([score for _, score in ready], abs=1e-6)
-
-
-async def test_a_write_while_the_query_vector_is_pending_is_seen(index: VectorIndex, corpus: Corpus) -> None:
-    """L0's keyword branch may run while the query embeds (Edge): a point that a write moves out of the
-    search's filter meanwhile is not returned, and one rewritten comes back with its new payload."""
+async def test_no_query_vector_answers_from_keywords(index: VectorIndex, corpus: Corpus) -> None:
     text = "Zorblax fintech"
-    slack = SearchFilter(channels=["slack"])
-    before = await corpus.query(index, ALICE, text, limit=5, search_filter=slack)
-    assert before and before[0][0] == "zorblax"
-    moved, rewritten = before[0][0], "database"
-    vector: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
-    search = asyncio.ensure_future(
-        index.hybrid_query(
-            EPISODES,
-            ALICE,
-            dense=vector,
-            sparse=corpus.encoder.encode_query(text),
-            weights=L0,
-            limit=5,
-            search_filter=slack,
-        )
-    )
-    for _ in range(5):
-        await asyncio.sleep(0)
-    await index.set_payload(EPISODES, ALICE, [point_id(ALICE, moved)], {"channel": "web"})
-    await index.set_payload(EPISODES, ALICE, [point_id(ALICE, rewritten)], {"priority": 7})
-    vector.set_result(corpus.query_vector(text))
-    after = {result.payload["key"]: result.payload for result in await search}
-    assert moved not in after
-    assert after[rewritten]["priority"] == 7
-
-
-async def test_a_query_vector_that_missed_its_deadline_answers_from_keywords(
-    index: VectorIndex, corpus: Corpus
-) -> None:
-    text = "Zorblax fintech"
-    missed: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
-    missed.set_result(None)
     sparse = corpus.encoder.encode_query(text)
-    degraded = await index.hybrid_query(EPISODES, ALICE, dense=missed, sparse=sparse, weights=L0, limit=5)
+    degraded = await index.hybrid_query(EPISODES, ALICE, dense=None, sparse=sparse, weights=L0, limit=5)
     keyword_only = await index.hybrid_query(
         EPISODES,
         ALICE,
@@ -689,54 +639,7 @@ async def test_a_query_vector_that_missed_its_deadline_answers_from_keywords(
     assert [(r.id, r.score) for r in degraded] == [(r.id, r.score) for r in keyword_only]
     assert all(r.dense_score is None for r in degraded)
     dense_only = HybridWeights(keyword=0.0, dense=1.0)
-    assert await index.hybrid_query(EPISODES, ALICE, dense=missed, sparse=sparse, weights=dense_only, limit=5) == []
-
-
-class _CountingShard:
-    """Edge shard proxy that counts query batches (the binding's methods cannot be patched)."""
-
-    def __init__(self, shard: Any) -> None:
-        self.shard = shard
-        self.batches = 0
-
-    def query_batch(self, request: Any) -> Any:
-        self.batches += 1
-        return self.shard.query_batch(request)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.shard, name)
-
-
-@pytest.mark.parametrize("rows", [True, False], ids=["small-owner-rows", "edge-dense-branch"])
-async def test_edge_runs_the_keyword_branch_before_the_vector_arrives(
-    tmp_path: Path, corpus: Corpus, rows: bool
-) -> None:
-    """While the vector is pending: the keyword branch (and a small owner's rows, edge_small.py). After it:
-    Edge's dense branch, or for a small owner nothing more from Edge at all."""
-    index = EdgeVectorIndex(tmp_path / "edge")
-    if not rows:
-        index.small_owner_points = 0
-    try:
-        await index.ensure_collection(EPISODES, DIM)
-        await index.upsert(EPISODES, ALICE, corpus.records(ALICE))
-        opened = index._collections[EPISODES]
-        counting = _CountingShard(opened.shard)
-        opened.shard = counting  # type: ignore[assignment]
-        text = "온비서 출시 언제야?"
-        vector: asyncio.Future[Sequence[float] | None] = asyncio.get_running_loop().create_future()
-        search = asyncio.ensure_future(
-            index.hybrid_query(
-                EPISODES, ALICE, dense=vector, sparse=corpus.encoder.encode_query(text), weights=L0, limit=5
-            )
-        )
-        for _ in range(5):
-            await asyncio.sleep(0)
-        assert counting.batches == 1  # the keyword branch, while the vector is pending
-        vector.set_result(corpus.query_vector(text))
-        assert (await search)[0].payload["key"] == "onbiseo"
-        assert counting.batches == (1 if rows else 2)  # then the dense branch alone, unless the rows answered
-    finally:
-        await index.close()
+    assert await index.hybrid_query(EPISODES, ALICE, dense=None, sparse=sparse, weights=dense_only, limit=5) == []
 
 
 # -- Edge: a power user's dense branch searches their most recent points ----------------------------
@@ -760,11 +663,18 @@ async def test_edge_searches_a_large_owners_recent_window_densely_and_everything
         hybrid = await corpus.query(index, ALICE, "Bob peanuts allergy", limit=3)
         assert hybrid[0][0] == "peanuts"  # the keyword branch still searches all of her points
 
-        index.dense_windows.size = None  # exhaustive, on the same shard
-        exhaustive = await _dense_keys(index, corpus, ALICE, "What is Bob allergic to?")
+        # Exhaustive, on the same shard: the window is a setting of the index.
+        await index.close()
+        exhaustive_index = EdgeVectorIndex(tmp_path / "edge", dense_window=None)
+        try:
+            await exhaustive_index.ensure_collection(EPISODES, DIM)
+            exhaustive = await _dense_keys(exhaustive_index, corpus, ALICE, "What is Bob allergic to?")
+            other_exhaustive = await corpus.query(exhaustive_index, SAME_TENANT_OTHER_USER, "Zorblax 온비서", limit=5)
+        finally:
+            await exhaustive_index.close()
         assert exhaustive[0] == "peanuts" and len(exhaustive) == len(CORPUS)
-        other_exhaustive = await corpus.query(index, SAME_TENANT_OTHER_USER, "Zorblax 온비서", limit=5)
-        index.dense_windows.size = 4
+        index = EdgeVectorIndex(tmp_path / "edge", dense_window=4)
+        await index.ensure_collection(EPISODES, DIM)
         # An owner within the window is searched exactly as without one.
         assert await corpus.query(index, SAME_TENANT_OTHER_USER, "Zorblax 온비서", limit=5) == other_exhaustive
 

@@ -24,7 +24,6 @@ from services.common.domain.owner import Owner
 from services.common.stores.vector.port import (
     EPISODES,
     HybridWeights,
-    QueryVector,
     ScoredRecord,
     SearchFilter,
     SparseVector,
@@ -98,7 +97,7 @@ class PrefixedVectorIndex:
         collection: str,
         owner: Owner,
         *,
-        dense: QueryVector,
+        dense: Sequence[float] | None,
         sparse: SparseVector,
         weights: HybridWeights,
         limit: int,

@@ -66,7 +66,7 @@ async def test_l0_starts_the_query_embedding_before_the_keyword_form() -> None:
     resources = FakeResources()
     pending = await l0_deadline.start_query(cast(Resources, resources), "q", deadline=time.perf_counter() + 60)
     assert resources.order == ["embedding", "keywords"]
-    assert pending.query.sparse == SparseVector([1], [1.0])
+    assert pending.sparse == SparseVector([1], [1.0])
     assert resources.embedding.pending is not None
     resources.embedding.pending.set_result([0.6, 0.8])
     assert await pending.dense == [0.6, 0.8]

@@ -40,7 +40,6 @@ from services.common.stores.maintenance import (
 from services.common.stores.vector.port import (
     FACTS,
     HybridWeights,
-    QueryVector,
     SearchFilter,
     SparseVector,
     VectorIndex,
@@ -363,7 +362,7 @@ class FactStore:
         self,
         owner: Owner,
         *,
-        dense: QueryVector,
+        dense: Sequence[float] | None,
         sparse: SparseVector,
         weights: HybridWeights,
         limit: int,

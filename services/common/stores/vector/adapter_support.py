@@ -4,7 +4,6 @@ filter type. Keeping this in one place keeps the two adapters' semantics identic
 
 from __future__ import annotations
 
-import asyncio
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,7 +15,7 @@ import numpy as np
 
 from services.common.domain.owner import Owner
 from services.common.stores.vector.fusion import FusedHit, FusionConfig, fuse
-from services.common.stores.vector.port import HybridWeights, QueryVector, ScoredRecord, SearchFilter
+from services.common.stores.vector.port import HybridWeights, ScoredRecord, SearchFilter
 
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "keywords"
@@ -141,25 +140,23 @@ def _strings(name: str, values: Sequence[str]) -> list[str]:
     return list(values)
 
 
-def query_vector_ready(dense: QueryVector) -> bool:
-    """Whether the query vector is there already (a plain vector, or a future that is done)."""
-    return not isinstance(dense, asyncio.Future) or dense.done()
-
-
-async def resolve_query_vector(dense: QueryVector) -> Sequence[float] | None:
-    """The query vector, waiting for it when it is a future; None: it missed its deadline."""
-    return await dense if isinstance(dense, asyncio.Future) else dense
+def search_weights(weights: HybridWeights, dense: Sequence[float] | None) -> HybridWeights | None:
+    """The weights a search runs with: without a query vector the dense branch does not run; None when
+    no branch is left to run (keywords weigh 0 too)."""
+    if dense is not None:
+        return weights
+    return HybridWeights(keyword=weights.keyword, dense=0.0) if weights.keyword > 0 else None
 
 
 @dataclass(frozen=True, slots=True)
 class BranchHit:
     """One candidate from a branch, without its payload. `dense_vector` is the stored
     (engine-normalised) dense vector, fetched for keyword hits so that keyword-only candidates still
-    get their cosine (an array when it was converted beforehand: edge_small.py)."""
+    get their cosine."""
 
     id: str
     score: float
-    dense_vector: Sequence[float] | np.ndarray[Any, np.dtype[np.float32]] | None = None
+    dense_vector: Sequence[float] | None = None
 
 
 def fuse_branches(

@@ -4,26 +4,27 @@ Layout: `data_dir/<collection>/` holds one shard (segments + WAL). A shard belon
 so the embedded stack runs every service in one process; a second process is refused at its first
 open by `data_dir/edge.lock` (DirInUse, naming the holder's pid).
 
-Threading: measured with qdrant-edge-py 0.9, every EdgeShard call holds the GIL for its whole
-duration (a ticking thread made no progress during a 7 s optimize(), nor during queries), so running
-them in `asyncio.to_thread` would free nothing and only add a thread hop: calls run inline. Large
-upserts are written in chunks with a yield to the event loop between chunks.
+Threading: every EdgeShard call holds the GIL for its whole duration, so running them in
+`asyncio.to_thread` would free nothing and only add a thread hop: calls run inline. Large upserts are
+written in chunks with a yield to the event loop between chunks. A search makes no await between its
+branches and its payload read, so it sees one state of the shard.
+
+Search: both branches in one batch under the owner's filter (a power user's dense branch over their
+recent window: edge_window.py), then the cosine of each keyword hit the dense branch did not return,
+then the payloads of the fused best, read by id. Nothing of an owner's points is kept in memory.
 
 Indexing: Edge builds HNSW only in optimize(), which blocks the whole process (GIL) and rebuilds
-the merged segment: ~4 s for 8k points, ~27 s for 55k, ~50-114 s for 100k on 2 cores. Until then
-searches scan, which stays within the L0 budget for per-owner filters (the payload index narrows
-to the owner's points first). Measured at 60k points with 2 cores under load: a normal user's
-search takes ~0.25 ms scanned and ~0.29 ms with HNSW; a power user's (50k points of one owner)
-~22 ms scanned, ~13 ms with HNSW; the build itself took 366 s of frozen process. So `index_builds`:
+the merged segment, for seconds to minutes as the shard grows. Until then searches scan, which stays
+within the L0 budget for per-owner filters (the payload index narrows to the owner's points first).
+So `index_builds`:
 - "never" (the default): the request process never builds; nothing ever stalls a turn.
 - "background": when the points written since the last build reach max(`optimize_threshold`,
   points indexed by the last build) — geometric growth keeps the total rebuild work within ~2× of
   one final build — the build runs in a child process on a copy of the shard and is swapped in
   (edge_builds.py). The process is blocked only at the swap, by loading the built shard and closing
-  the old one (both hold the GIL: 0.5-1.1 s together at 100k points, measured), not for the build
-  nor for replaying the writes made during it (replayed in slices, the loop free in between).
-- "inline": the old behaviour, the build runs inside upsert() and freezes the process (a benchmark
-  baseline).
+  the old one (both hold the GIL), not for the build nor for replaying the writes made during it
+  (replayed in slices, the loop free in between).
+- "inline": the build runs inside upsert() and freezes the process (a benchmark baseline).
 Compaction: once the points deleted since the last one reach 20% (edge_builds.compaction_due), the
 same child-process path runs; with "never" it only vacuums (drops tombstones, merges segments, no
 HNSW), with "background" it builds too, with "inline" it blocks.
@@ -36,12 +37,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
-import itertools
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -66,14 +65,11 @@ from services.common.stores.vector.adapter_support import (
     payload_update,
     point_id,
     point_ids,
-    query_vector_ready,
-    resolve_query_vector,
     scored_records,
+    search_weights,
 )
-from services.common.stores.vector.edge_filters import edge_filter, filtered_fields, read_payloads, retrieve_payloads
-from services.common.stores.vector.edge_owner_terms import OwnerTermIndex
-from services.common.stores.vector.edge_power import PowerUserSearch, SearchScope, run_branches
-from services.common.stores.vector.edge_small import SMALL_OWNER_POINTS, EarlyReads, read_while_embedding
+from services.common.stores.vector.edge_filters import edge_filter, retrieve_payloads
+from services.common.stores.vector.edge_search import BranchSearch
 from services.common.stores.vector.edge_window import DEFAULT_WINDOW_POINTS, RecentWindows
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
 
@@ -86,7 +82,6 @@ _ONE_PROCESS_HINT = (
 _FACET_LIMIT = 1_000_000
 # Journal operations a swap may leave for its final replay behind the write gate (writes wait for it).
 _SWAP_TAIL = 64
-_STAMPS = itertools.count(1)
 
 log = logging.getLogger(__name__)
 
@@ -109,17 +104,6 @@ class _Collection:
     deleted_points: int = 0  # points deleted since the last compaction (counted from this process's start)
     # Writes wait here while a build copies the shard's files (reads go on).
     write_gate: asyncio.Lock = field(default_factory=asyncio.Lock)
-    # Stamps, unique in the process and increasing. `points_stamp` changes at every update but a payload
-    # write (`_apply`), `field_stamps[key]` at every payload write setting `key`: a search can tell if a
-    # write since it began may change which points pass its conditions (not a recall count: no search
-    # filters on it). `count_stamp`: points added or deleted (`_recount`); a payload write moves none.
-    points_stamp: int = field(default_factory=lambda: next(_STAMPS))
-    field_stamps: dict[str, int] = field(default_factory=dict)
-    count_stamp: int = field(default_factory=lambda: next(_STAMPS))
-
-    def changed_since(self, stamp: int, fields: Iterable[str]) -> bool:
-        """Whether a write after `stamp` changed points, or set any of the payload `fields`."""
-        return self.points_stamp > stamp or any(self.field_stamps.get(key, 0) > stamp for key in fields)
 
 
 class EdgeVectorIndex:
@@ -132,7 +116,7 @@ class EdgeVectorIndex:
     "background" (a child process, swapped in) or "inline" (blocks the process; a benchmark baseline).
     `dense_window`: an owner with more points than this in a collection has the dense branch of each
     search run over their most recent ~that many points only, the keyword branch over all (edge_window.py;
-    None: always exhaustive); both branches of such an owner are shortlisted from memory (edge_power.py).
+    None: always exhaustive).
     """
 
     def __init__(
@@ -163,11 +147,7 @@ class EdgeVectorIndex:
         # it had already cleared "leftover" build generations (edge_builds) that may be this one's.
         self._dir_lock = DirLock(self._data_dir, _LOCK_FILE, holder="another process", hint=_ONE_PROCESS_HINT)
         self._retired: dict[str, Path] = {}  # generation directories replaced by a build, to remove
-        # Public so that a benchmark can compare with the exhaustive search (`.size = None`) on the same shards.
         self.dense_windows = RecentWindows(dense_window)
-        self.owner_terms = OwnerTermIndex(dense_window)
-        self._power = PowerUserSearch(self.dense_windows, self.owner_terms)
-        self.small_owner_points = SMALL_OWNER_POINTS  # owners up to this are searched from rows (0: never)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -341,7 +321,6 @@ class EdgeVectorIndex:
         )
 
     async def close(self) -> None:
-        self.owner_terms.close()
         for opened in self._collections.values():
             if opened.build is not None and not opened.build.done():
                 opened.build.cancel()
@@ -386,8 +365,6 @@ class EdgeVectorIndex:
                     await asyncio.sleep(0)  # let the event loop breathe between chunks
                 chunk = points[start : start + self._chunk_size]
                 _apply(opened, qe.UpdateOperation.upsert_points(chunk, condition=owner_filter))
-                written = records[start : start + self._chunk_size]  # power users' memory follows
-                self._power.note_upsert(collection, owner, written, [str(point.id) for point in chunk])
             _recount(opened)
             opened.pending_points += len(points)
         threshold = self._optimize_threshold
@@ -421,8 +398,7 @@ class EdgeVectorIndex:
         if not update or conditions.matches_nothing:
             return
         async with opened.write_gate:
-            _apply(opened, qe.UpdateOperation.set_payload_by_filter(edge_filter(conditions), update), fields=update)
-            self._power.note_payload(collection, owner, update)  # what power users keep in memory follows
+            _apply(opened, qe.UpdateOperation.set_payload_by_filter(edge_filter(conditions), update))
 
     async def delete(self, collection: str, owner: Owner, search_filter: port.SearchFilter | None = None) -> int:
         opened = self._collection(collection)
@@ -434,7 +410,6 @@ class EdgeVectorIndex:
             matched = opened.shard.count(qe.CountRequest(exact=True, filter=matching))
             if matched:
                 _apply(opened, qe.UpdateOperation.delete_points_by_filter(matching))
-                self._power.forget(collection, owner)  # erased words and vectors do not stay in memory
                 _recount(opened)
                 opened.deleted_points += matched
         if self._optimize_threshold is not None and edge_builds.compaction_due(opened.points, opened.deleted_points):
@@ -451,7 +426,7 @@ class EdgeVectorIndex:
         collection: str,
         owner: Owner,
         *,
-        dense: port.QueryVector,
+        dense: Sequence[float] | None,
         sparse: port.SparseVector,
         weights: port.HybridWeights,
         limit: int,
@@ -462,63 +437,25 @@ class EdgeVectorIndex:
             raise ValueError(f"limit must be >= 1, got {limit}")
         opened = self._collection(collection)
         conditions = owner_conditions(owner, search_filter)
-        if conditions.matches_nothing:
+        ran = search_weights(weights, dense)
+        if conditions.matches_nothing or ran is None:
             return []
-        began = next(_STAMPS)
-        points = self._power.owner_points(opened.shard, collection, owner, stamp=opened.count_stamp)
-        scope = SearchScope(opened.shard, collection, owner, conditions, self._fusion.candidates(limit), points)
-        alive = functools.partial(self._is_open, collection, opened)
-        small = self.small_owner_points if weights.dense > 0 else 0
-        pending = not query_vector_ready(dense)  # then what needs no query vector runs while it embeds
-        vectors = weights.dense > 0 and pending and points > small  # the keyword hits' vectors, for their cosines
-        wanted = weights.keyword > 0 and bool(sparse.indices)
-        keyword = self._power.keyword(scope, sparse, alive=alive, with_vectors=vectors) if wanted else None
-        early = EarlyReads()
-        if pending:
-            early = read_while_embedding(scope, keyword, small=small, dim=opened.dense_dim, limit=limit)
-        if vectors:  # a power user's dense branch answered from memory after the vector (edge_power.py)
-            self._power.prepare(scope)
-        rows, early_keyword_hits = early.rows, early.keyword_hits
-        vector = await resolve_query_vector(dense)
-        if vector is None:  # the vector missed its deadline: keywords alone
-            weights = port.HybridWeights(keyword=weights.keyword, dense=0.0)
-            if weights.keyword <= 0:
-                return []
-        query_vector = np.asarray(vector if vector is not None else (), dtype=np.float32)
-        run_dense = weights.dense > 0
-        if run_dense and query_vector.shape != (opened.dense_dim,):
+        query_vector = np.asarray(dense if ran.dense > 0 and dense is not None else (), dtype=np.float32)
+        if ran.dense > 0 and query_vector.shape != (opened.dense_dim,):
             raise ValueError(f"dense query has shape {query_vector.shape}, expected ({opened.dense_dim},)")
-        # The current shard: a swap (edge_builds) may have replaced and closed `scope.shard` meanwhile.
-        current = dataclasses.replace(scope, shard=opened.shard)
-        if rows is not None and (opened.changed_since(began, filtered_fields(conditions)) or not query_vector.any()):
-            rows = None  # written meanwhile, or a zero vector (whose "nearest" Edge picks itself): Edge answers
-        if rows is not None:
-            dense_hits, keyword_hits = rows.branches(
-                query_vector if run_dense else None, scope.candidates, early_keyword_hits
-            )
-        else:
-            dense_branch = None
-            if run_dense:
-                backfill = functools.partial(self._backfill_writes, collection, opened)
-                dense_branch = self._power.dense(current, query_vector, backfill)
-            dense_hits, keyword_hits = run_branches(current, dense_branch, keyword, early_keyword_hits, query_vector)
-        if weights.keyword > 0 and keyword_hits is None:  # a query without keyword terms: no keyword hit
-            keyword_hits = []
-        fused = fuse_branches(
-            dense_hits, keyword_hits, query_vector, weights, corpus_size=opened.points, limit=limit, config=self._fusion
+        search = BranchSearch(opened.shard, conditions, self._fusion.candidates(limit))
+        window: list[qe.FieldCondition] = []
+        if ran.dense > 0:
+            backfill = functools.partial(self._backfill_writes, collection, opened)
+            window = self.dense_windows.dense_conditions(opened.shard, collection, owner, backfill)
+        dense_hits, keyword_hits = search.branches(
+            query_vector if ran.dense > 0 else None, sparse if ran.keyword > 0 else None, window
         )
-        # The fused best's payloads (the branches read none: ~3x cheaper each, measured). A keyword
-        # branch that ran while the query embedded may have seen a point that a write changed meanwhile:
-        # after a write that may change which points pass the search's conditions they are read again
-        # through them; otherwise every hit passed them in its branch, and reading by id alone costs
-        # about half (measured). Not after a recall count: it sets no field a search filters on.
-        if rows is not None:
-            return scored_records(fused, rows.payloads)
-        fused_ids = [hit.id for hit in fused]
-        if opened.changed_since(began, filtered_fields(conditions)):
-            return scored_records(fused, read_payloads(opened.shard, conditions, fused_ids))
-        missing = [point for point in fused_ids if point not in early.prefetched]
-        return scored_records(fused, {**early.prefetched, **retrieve_payloads(opened.shard, owner, missing)})
+        fused = fuse_branches(
+            dense_hits, keyword_hits, query_vector, ran, corpus_size=opened.points, limit=limit, config=self._fusion
+        )
+        # Every hit passed the search's conditions in its branch, with no await since: read by id.
+        return scored_records(fused, retrieve_payloads(opened.shard, owner, [hit.id for hit in fused]))
 
     def _is_open(self, collection: str, opened: _Collection) -> bool:
         """Whether `opened` is still the collection's (not closed, nor reopened meanwhile)."""
@@ -534,7 +471,7 @@ class EdgeVectorIndex:
     async def get(self, collection: str, owner: Owner, ids: Sequence[str]) -> list[port.StoredRecord]:
         opened = self._collection(collection)
         wanted_ids = point_ids(ids)
-        found = retrieve_payloads(opened.shard, owner, wanted_ids)  # the owner checked on each (no filter: ~2x cheaper)
+        found = retrieve_payloads(opened.shard, owner, wanted_ids)  # by id, the owner checked on each
         return [port.StoredRecord(wanted, found[wanted]) for wanted in wanted_ids if wanted in found]
 
     async def scroll(
@@ -582,19 +519,12 @@ class EdgeVectorIndex:
 
 
 def _recount(opened: _Collection) -> None:
-    """After points were added or deleted: the collection's point count, and a new count stamp."""
+    """After points were added or deleted: the collection's point count (the keyword IDF's corpus)."""
     opened.points = opened.shard.info().points_count
-    opened.count_stamp = next(_STAMPS)
 
 
-def _apply(opened: _Collection, operation: qe.UpdateOperation, *, fields: Iterable[str] | None = None) -> None:
-    """Apply an update (`fields`: the payload fields it sets, when that is all it does; None: it adds,
-    deletes or rewrites points); while a build runs, also journal it for the replay into the built copy."""
+def _apply(opened: _Collection, operation: qe.UpdateOperation) -> None:
+    """Apply an update; while a build runs, also journal it for the replay into the built copy."""
     opened.shard.update(operation)
-    stamp = next(_STAMPS)
-    if fields is None:
-        opened.points_stamp = stamp
-    else:
-        opened.field_stamps.update(dict.fromkeys(fields, stamp))
     if opened.journal is not None:
         opened.journal.append(operation)

@@ -1,8 +1,8 @@
 """HNSW builds and compaction for Qdrant Edge that never block the request process.
 
-Why: `EdgeShard.optimize()` holds the GIL for the whole build (measured: 27 s at 55k points, 50 s at
-100k, during which nothing in the process answered — not L0, not /readyz). So the build runs in a
-child process on a copy of the shard, and the parent swaps the built copy in:
+Why: `EdgeShard.optimize()` holds the GIL for the whole build (tens of seconds at 100k points, during
+which nothing in the process answers — not L0, not /readyz). So the build runs in a child process on
+a copy of the shard, and the parent swaps the built copy in:
 
 1. copy — the parent flushes the shard and copies its directory (in a thread, file copies release the
    GIL) while the collection's writes wait at the write gate; reads go on. From then on every update
@@ -19,26 +19,15 @@ child process on a copy of the shard, and the parent swaps the built copy in:
 Compaction (vacuum) goes the same way. Deleted points (erasure, pruning) stay in Edge segments as
 tombstones until optimize() rewrites the segment, so disk and scan cost grow with every delete. With
 `index_builds = "never"` the child runs optimize() with an indexing threshold no segment reaches: it
-drops tombstones and merges segments but builds no HNSW. Measured at 100k points (25% deleted, 2
-loaded cores): that optimize() takes 1.5 s and holds the GIL throughout (a ticking thread stood still),
-so it cannot run in the request process either; loading the compacted copy at the swap holds the GIL
-~0.28 s (per 100k points; it grows with the shard). Measured end to end at 100k points with 25% of
-the users erased (`never` mode): 12 s from the first delete to the swap, the longest stall of the
-request process 345 ms (the swap's load), against 1.5 s frozen for the same optimize() inline.
+drops tombstones and merges segments but builds no HNSW. That optimize() also holds the GIL
+throughout, so it cannot run in the request process either.
 
-Where the swap's time goes (instrumented, 100k points of the maintenance bench, 2 cores under load
-8-14): `EdgeShard.load()` of the built copy 490-820 ms, closing the old shard 65-330 ms, both holding
-the GIL (a thread ticking every 1 ms stood still; a load in a thread froze the loop as long), so they
-stall the process whatever thread runs them; flush ~15 ms; replaying 1000 recall-count updates 40-110
-ms in total at 0.04-0.1 ms each. Before the sliced replay, "background" at 100k froze 12.7 s at the
-swap: the whole journal of a 345 s build (every write of the build, one recall-count update per recalled
-memory per turn) was replayed inside the one synchronous step. The load grows with the shard (~5-9 µs
-per point, ~0.2-0.4 s already at 10k: seconds at 1M). perf shows why: loading an appendable segment
-rebuilds its in-memory indexes — the numeric payload indexes of the float time fields (BTreeMap
-inserts, the largest share), the keyword map indexes, the sparse inverted index, the id tracker. An
-immutable segment (HNSW m=0) or cold memory placements did not make it markedly cheaper in a quick
-trial; fewer indexed float fields, or a smaller shard per swap (a collection sharded by owner hash),
-would.
+What still stalls the process: loading the built copy at the swap and closing the old shard both hold
+the GIL, whatever thread runs them, and grow with the shard (loading an appendable segment rebuilds
+its in-memory indexes: the numeric payload indexes of the float time fields, the keyword map indexes,
+the sparse inverted index, the id tracker). The journal is replayed in slices so that a long build's
+writes never add to that stall; fewer indexed float fields, or a smaller shard per swap (a collection
+sharded by owner hash), would shorten it.
 
 On-disk layout: the first generation of a collection is `data_dir/<collection>/` (the layout every
 existing data dir has); later ones are `data_dir/<collection>.g<N>/`, named by the pointer file

@@ -1,48 +1,36 @@
 """Recent-window-first dense search for power users on Qdrant Edge.
 
 Without HNSW (the default: no index build ever stalls a turn, edge.py) a dense search scans the
-owner's points through the payload index: ~0.1 ms for a normal user, ~7-40 ms (p99 ~90 ms under
-load, more in a large collection) for one owner with 50k points. The keyword branch is an inverted
-index; for such an owner it walks the query terms' postings of the whole collection, checking the
-owner on each (2.2 ms at 150k points, 4.5 ms at 350k, measured), so it grows with the collection, not
-with the owner: not windowed. So for an owner with more than `size` points in a collection, the dense
-branch searches only their most recent ~`size` points (by `occurred_at_ts`, stored on episodes,
-passages and facts), while the keyword branch still searches everything: an old memory is still
-found by its names and words, and ranking discounts old episodes anyway. Owners with at most `size`
-points (every normal user) are searched exactly as before.
+owner's points through the payload index: cheap for a normal user, but for one owner with tens of
+thousands of points it dominates the turn. So for an owner with more than `size` points in a
+collection, the dense branch searches only their most recent ~`size` points (by `occurred_at_ts`,
+stored on episodes, passages and facts), while the keyword branch (an inverted index) still searches
+everything: an old memory is still found by its names and words, and ranking discounts old episodes
+anyway. Owners with at most `size` points (every normal user) are searched exhaustively.
 
 Why a key of its own: Edge's planner iterates the points of the ONE condition it estimates smallest
 and checks the others on each. A bare `occurred_at_ts >= cutoff` also matches every other user's
-recent points (at 1M points / 100k users, more than the owner's 50k), so the planner kept the owner
-as the primary condition and checked the range on all 50k. Each point therefore carries
-`WINDOW_KEY_FIELD`: one number that orders points by owner first, then by minute of `occurred_at_ts`
-(`window_key`). The window's range over it matches the owner's recent points only (plus, rarely, an
-owner whose hash slot collides: still filtered out by the owner condition), so Edge's estimate for it
-is ~`size` whatever the collection holds and the planner iterates only those. Measured in-process,
-dense branch p50 of one owner with 50k points among 10k users (150k points) / 30k users (350k points):
-exhaustive 6.9 / 8.1 ms, the bare time range 9.2 / 15.3 ms (it iterates 15k / 35k points), this key
-3.9 / 5.2 ms; a day-bucket keyword key with MatchAny was 6.3 ms at 150k (checking MatchAny on each
-point costs ~0.45 µs).
+recent points, so the planner kept the owner as the primary condition and checked the range on all
+of the owner's points. Each point therefore carries `WINDOW_KEY_FIELD`: one number that orders points
+by owner first, then by minute of `occurred_at_ts` (`window_key`). The window's range over it matches
+the owner's recent points only (plus, rarely, an owner whose hash slot collides: still filtered out
+by the owner condition), so Edge's estimate for it is ~`size` whatever the collection holds and the
+planner iterates only those.
 
 The window starts at a whole minute (the key's resolution), so the key's range and the bare time
-range used before a backfill (below) select the same points. The key's range alone is the window: also
-checking the exact time range on each point cost ~1.5 ms more at 350k points (5.1 vs 3.5 ms, measured).
+range used before a backfill (below) select the same points; the key's range alone is the window.
 
 Points written before the key existed have none. When an owner's window is (re)computed, its range
 is checked for points without the key; if there are any, the window searches with the bare time
-range (the old, correct but slower query) and asks for a backfill, which edge.py runs in the
-background (`backfill`), after which the key is used.
+range (correct, slower) and a backfill runs in the background through the adapter's writes, after
+which the key is used.
 
-Even narrowed, Edge scores the window's points one by one (~4.8 ms for 5,000): the window's vectors
-are therefore also kept in memory for the most recently searched power users, which shortlists the
-nearest in numpy for Edge to filter and score (edge_window_vectors.py: ~1.1 ms, the same hits).
-
-The window's lower time bound is found once per owner and collection (an ordered scroll, ~20 ms at
-50k points) and kept until the owner's point count moves by more than half a window, so the window
-holds between ~0.5 and ~1.5 × `size` points. The owner's point count is Edge's cardinality estimate
-from the payload index (~0.02 ms, exact for an owner-only filter as measured). When most of an
-owner's points share one minute (a bulk import), the window holds them all: the search is as
-exhaustive as without a window, never wrong.
+What is kept in memory: per (collection, owner), the window's lower time bound, found with one
+ordered scroll and kept until the owner's point count (Edge's cardinality estimate) moves by more
+than half a window, so the window holds between ~0.5 and ~1.5 × `size` points. No copy of any point
+is kept: every search is Edge's, under the search's current filter, so no write can leave it stale.
+When most of an owner's points share one minute (a bulk import), the window holds them all: the
+search is as exhaustive as without a window, never wrong.
 """
 
 from __future__ import annotations
@@ -52,14 +40,14 @@ import hashlib
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import qdrant_edge as qe
 
 from services.common.domain.owner import Owner
-from services.common.stores.vector.edge_window_vectors import DEFAULT_MAX_OWNERS, Matrix, Shortlist, WindowVectors
+from services.common.stores.vector.adapter_support import TENANT_FIELD, USER_FIELD
 
 WINDOW_TIME_FIELD = "occurred_at_ts"
 # A float payload index; Edge-internal (edge.py strips it from the payloads it returns).
@@ -72,7 +60,7 @@ _MINUTE_BITS = 27
 _OWNER_BITS = 26
 _LAST_MINUTE = (1 << _MINUTE_BITS) - 1
 _BACKFILL_SCROLL = 1_000
-# Backfill writes per event-loop turn: ~60 µs each (measured), so a turn waits ~4 ms at most.
+# Backfill writes per event-loop turn: a turn waits for a few milliseconds at most.
 _BACKFILL_CHUNK = 64
 
 log = logging.getLogger(__name__)
@@ -117,6 +105,11 @@ def without_window_key(payload: Mapping[str, Any] | None) -> dict[str, Any]:
 def _key_range(owner: Owner, cutoff: float) -> qe.FieldCondition:
     last = float((_owner_slot(owner) << _MINUTE_BITS) | _LAST_MINUTE)
     return qe.FieldCondition(WINDOW_KEY_FIELD, range=qe.RangeFloat(gte=window_key(owner, cutoff), lte=last))
+
+
+def _owner_filter(owner: Owner) -> qe.Filter:
+    owner_fields = ((TENANT_FIELD, owner.tenant_id), (USER_FIELD, owner.user_id))
+    return qe.Filter(must=[qe.FieldCondition(key, match=qe.MatchValue(value)) for key, value in owner_fields])
 
 
 def _since(cutoff: float) -> qe.FieldCondition:
@@ -165,104 +158,63 @@ class _Window:
 
 class RecentWindows:
     """Per (collection, owner): the time bound of the owner's most recent `size` points, for owners
-    with more than `size` points, and the window's dense vectors in memory for the `vector_owners`
-    most recently searched (`vectors`, edge_window_vectors.py). `size` None: never windowed
-    (exhaustive dense search)."""
+    with more than `size` points. `size` None: never windowed (exhaustive dense search)."""
 
-    def __init__(self, size: int | None = DEFAULT_WINDOW_POINTS, *, vector_owners: int = DEFAULT_MAX_OWNERS) -> None:
+    def __init__(self, size: int | None = DEFAULT_WINDOW_POINTS) -> None:
         if size is not None and size < 1:
             raise ValueError("the dense window must be >= 1 point or None")
-        self.size = size
-        self.vectors = WindowVectors(vector_owners)
+        self._size = size
         self._windows: dict[tuple[str, Owner], _Window] = {}
         self._backfills_due: set[tuple[str, Owner]] = set()
         self._backfill_tasks: set[asyncio.Task[None]] = set()
 
-    def conditions(
-        self, shard: qe.EdgeShard, collection: str, owner: Owner, owner_filter: qe.Filter, *, owner_points: int
+    def dense_conditions(
+        self, shard: qe.EdgeShard, collection: str, owner: Owner, writes: Callable[[], BackfillWrites]
     ) -> list[qe.FieldCondition]:
-        """The extra conditions for the owner's dense branch (`owner_points`: their points in the shard,
-        Edge's estimate); empty: search all their points."""
+        """The extra conditions for the owner's dense branch; empty: search all their points. Starts
+        the window's key backfill when it needs one (`writes`: how, edge.py)."""
+        if self._size is None:
+            return []
+        owner_filter = _owner_filter(owner)
+        points = shard.count(qe.CountRequest(exact=False, filter=owner_filter))
+        window = self._current(shard, collection, owner, owner_filter, points)
+        if window is None:
+            return []
+        if (collection, owner) in self._backfills_due:
+            self._backfills_due.discard((collection, owner))
+            self._start_backfill(shard, collection, owner, owner_filter, writes())
+        return [_key_range(owner, window.cutoff) if window.keyed else _since(window.cutoff)]
+
+    def _current(
+        self, shard: qe.EdgeShard, collection: str, owner: Owner, owner_filter: qe.Filter, points: int
+    ) -> _Window | None:
+        """The owner's window (`points`: their points in the shard), found again when the count moved
+        by more than half a window; None: no window (at most `size` points, or most carry no time)."""
+        assert self._size is not None
         key = (collection, owner)
-        if self.size is None:
-            return []
-        points = owner_points
-        if points <= self.size:
-            self.forget(collection, owner)
-            return []
+        if points <= self._size:
+            self._windows.pop(key, None)
+            return None
         window = self._windows.get(key)
-        if window is None or abs(points - window.owner_points) > self.size // 2:
-            self.forget(collection, owner)
+        if window is None or abs(points - window.owner_points) > self._size // 2:
+            self._windows.pop(key, None)
             window = self._find(shard, owner_filter, points)
             if window is None:
-                return []
+                return None
             self._windows[key] = window
             if not window.keyed:
                 self._backfills_due.add(key)
-        return [_key_range(owner, window.cutoff) if window.keyed else _since(window.cutoff)]
+        return window
 
-    def forget(self, collection: str, owner: Owner) -> None:
-        """Drop the owner's window and its rows (found again by their next search)."""
-        self._windows.pop((collection, owner), None)
-        self.vectors.forget((collection, owner))
-
-    def shortlist(
-        self,
-        shard: qe.EdgeShard,
-        collection: str,
-        owner_filter: qe.Filter,
-        window: list[qe.FieldCondition],
-        query: Sequence[float] | Matrix,
-        *,
-        owner: Owner,
-        vector_name: str,
-        count: int,
-    ) -> Shortlist | None:
-        """The `count` window points nearest `query`, from the rows in memory; None: search
-        the window in Edge (no window, or its rows are not worth it)."""
-        if not window or self.size is None:
-            return None
-        window_filter = qe.Filter(must=[owner_filter, *window])
-        return self.vectors.shortlist(
-            shard,
-            (collection, owner),
-            window_filter,
-            query,
-            vector_name=vector_name,
-            count=count,
-            load_limit=2 * self.size,
-        )
-
-    def note_upsert(
-        self, collection: str, owner: Owner, points: Iterable[tuple[str, Mapping[str, Any], Sequence[float]]]
-    ) -> None:
-        """Written points (id, payload, dense vector): those in the owner's window go into its rows,
-        the others leave them (a rewrite may have moved a point out of the window)."""
+    def window_since(self, collection: str, owner: Owner) -> float | None:
+        """The lower time bound of the owner's current window; None: not windowed (tests)."""
         window = self._windows.get((collection, owner))
-        if window is None:
-            return
-        in_window: list[tuple[str, Sequence[float]]] = []
-        outside: list[str] = []
-        for point_id, payload, dense in points:
-            occurred = _time(payload.get(WINDOW_TIME_FIELD))
-            if occurred is not None and occurred >= window.cutoff:
-                in_window.append((point_id, dense))
-            else:
-                outside.append(point_id)
-        self.vectors.put((collection, owner), in_window, outside)
+        return None if window is None else window.cutoff
 
     def keyed(self, collection: str, owner: Owner) -> bool:
         """Whether the owner's dense branch is narrowed by the window key (tests, benchmarks)."""
         window = self._windows.get((collection, owner))
         return window is not None and window.keyed
-
-    def take_backfill(self, collection: str, owner: Owner) -> bool:
-        """Whether the owner's window waits for a key backfill that nobody runs yet (asked once)."""
-        key = (collection, owner)
-        if key in self._backfills_due:
-            self._backfills_due.discard(key)
-            return True
-        return False
 
     def backfill_operations(
         self, shard: qe.EdgeShard, collection: str, owner: Owner, owner_filter: qe.Filter
@@ -288,7 +240,7 @@ class RecentWindows:
         ]
         return window.cutoff, operations
 
-    def start_backfill(
+    def _start_backfill(
         self, shard: qe.EdgeShard, collection: str, owner: Owner, owner_filter: qe.Filter, writes: BackfillWrites
     ) -> None:
         """Run `backfill` in the background (tracked for `wait_for_backfills`)."""
@@ -333,12 +285,12 @@ class RecentWindows:
             self._windows[key] = _Window(window.cutoff, window.owner_points, keyed=True)
 
     def _find(self, shard: qe.EdgeShard, owner_filter: qe.Filter, points: int) -> _Window | None:
-        assert self.size is not None
+        assert self._size is not None
         newest_first = qe.OrderBy(WINDOW_TIME_FIELD, direction=qe.Direction.Desc)
         records, _ = shard.scroll(
-            qe.ScrollRequest(limit=self.size, filter=owner_filter, with_payload=False, order_by=newest_first)
+            qe.ScrollRequest(limit=self._size, filter=owner_filter, with_payload=False, order_by=newest_first)
         )
-        if len(records) < self.size or records[-1].order_value is None:
+        if len(records) < self._size or records[-1].order_value is None:
             return None  # most points carry no time: search them all rather than a wrong window
         cutoff = math.floor(float(records[-1].order_value) / 60) * 60.0  # a whole minute: see the module doc
         unkeyed = shard.count(qe.CountRequest(exact=True, filter=_unkeyed_since(owner_filter, cutoff)))

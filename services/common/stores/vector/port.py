@@ -6,7 +6,6 @@ AND them into every filter on read, so isolation holds by construction.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,13 +17,6 @@ from services.common.domain.sparse import SparseVector as SparseVector
 EPISODES = "episodes"
 PASSAGES = "passages"
 FACTS = "facts"
-
-
-# The query vector of a hybrid query, or a future of it while the query is still being embedded: the
-# keyword branch needs no vector, so adapters run it first and wait for the vector only after (L0
-# overlaps its keyword searches with the query embedding). A future that resolves to None means the
-# vector did not come in time (the L0 deadline): the query is answered from keywords alone.
-QueryVector = Sequence[float] | asyncio.Future[Sequence[float] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,14 +80,14 @@ class VectorIndex(Protocol):
         collection: str,
         owner: Owner,
         *,
-        dense: QueryVector,
+        dense: Sequence[float] | None,
         sparse: SparseVector,
         weights: HybridWeights,
         limit: int,
         search_filter: SearchFilter | None = None,
     ) -> list[ScoredRecord]:
-        """Hybrid search under the owner's filters, fused scores best first. `dense` may be a future
-        (`QueryVector`): the keyword branch runs before it is awaited; None from it = keywords only."""
+        """Hybrid search under the owner's filters, fused scores best first. `dense` None: keywords
+        only, as with a dense weight of 0 (the recall layer's query vector missed its deadline)."""
         ...
 
     async def get(self, collection: str, owner: Owner, ids: Sequence[str]) -> list[StoredRecord]: ...

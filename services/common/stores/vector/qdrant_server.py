@@ -36,8 +36,8 @@ from services.common.stores.vector.adapter_support import (
     payload_update,
     point_id,
     point_ids,
-    resolve_query_vector,
     scored_records,
+    search_weights,
 )
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
 
@@ -186,7 +186,7 @@ class QdrantServerVectorIndex:
         collection: str,
         owner: Owner,
         *,
-        dense: port.QueryVector,
+        dense: Sequence[float] | None,
         sparse: port.SparseVector,
         weights: port.HybridWeights,
         limit: int,
@@ -200,14 +200,13 @@ class QdrantServerVectorIndex:
             return []
         server_filter = _server_filter(conditions)
         candidates = self._fusion.candidates(limit)
-        vector = await resolve_query_vector(dense)
-        if vector is None:  # the vector missed its deadline: keywords alone
-            weights = port.HybridWeights(keyword=weights.keyword, dense=0.0)
-            if weights.keyword <= 0:
-                return []
+        ran = search_weights(weights, dense)
+        if ran is None:  # no query vector, and keywords weigh 0
+            return []
+        weights = ran
         run_dense = weights.dense > 0
         run_keyword = weights.keyword > 0
-        query_vector = np.asarray(vector if vector is not None else (), dtype=np.float32)
+        query_vector = np.asarray(dense if run_dense and dense is not None else (), dtype=np.float32)
         requests: list[models.QueryRequest] = []
         if run_dense:
             requests.append(

@@ -1,0 +1,79 @@
+"""The two branches of a hybrid search on Qdrant Edge (edge.py): Edge's own requests, exact.
+
+Both branches go in one batch under the search's conditions (the dense one, for a power user, also
+under their recent window: edge_window.py). A keyword hit the dense branch did not return still gets
+its cosine, as fusion counts it: from Edge, with one request over those ids. Branch requests read ids
+and scores, no payloads: edge.py reads the payloads of the fused best only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import qdrant_edge as qe
+
+from services.common.domain.sparse import SparseVector
+from services.common.stores.vector.adapter_support import DENSE_VECTOR, SPARSE_VECTOR, BranchHit, Conditions
+from services.common.stores.vector.edge_filters import branch_hit, edge_filter
+
+
+@dataclass(frozen=True, slots=True)
+class BranchSearch:
+    """One search's shard, conditions (the owner's and the search's) and candidates per branch."""
+
+    shard: qe.EdgeShard
+    conditions: Conditions
+    candidates: int
+
+    def branches(
+        self,
+        query_vector: np.ndarray[Any, np.dtype[np.float32]] | None,
+        sparse: SparseVector | None,
+        window: Sequence[qe.FieldCondition] = (),
+    ) -> tuple[list[BranchHit] | None, list[BranchHit] | None]:
+        """The dense hits (None: no `query_vector`, the branch does not run) and the keyword hits (None:
+        no `sparse`; empty for a query without keyword terms), each best first."""
+        requests: list[qe.QueryRequest] = []
+        if query_vector is not None:
+            requests.append(self._dense(query_vector.tolist(), edge_filter(self.conditions, *window), self.candidates))
+        keyword_terms = sparse is not None and bool(sparse.indices)
+        if sparse is not None and keyword_terms:
+            requests.append(self._keyword(sparse))
+        found = iter(self.shard.query_batch(qe.QueryBatchRequest(requests)) if requests else [])
+        dense_hits = None if query_vector is None else [branch_hit(point) for point in next(found)]
+        keyword_hits = None if sparse is None else [branch_hit(point) for point in next(found, [])]
+        if dense_hits is not None and keyword_hits and query_vector is not None and np.any(query_vector):
+            dense_hits += self._cosines(query_vector, dense_hits, keyword_hits)
+        return dense_hits, keyword_hits
+
+    def _cosines(
+        self,
+        query_vector: np.ndarray[Any, np.dtype[np.float32]],
+        dense_hits: Sequence[BranchHit],
+        keyword_hits: Sequence[BranchHit],
+    ) -> list[BranchHit]:
+        """The cosine of each keyword hit the dense branch did not return (they passed the search's
+        conditions; a zero query vector has no cosine, and fusion gives it 0)."""
+        dense_ids = {hit.id for hit in dense_hits}
+        missing = [hit.id for hit in keyword_hits if hit.id not in dense_ids]
+        if not missing:
+            return []
+        only = edge_filter(self.conditions, shortlist=missing)
+        [found] = self.shard.query_batch(qe.QueryBatchRequest([self._dense(query_vector.tolist(), only, len(missing))]))
+        return [branch_hit(point) for point in found]
+
+    @staticmethod
+    def _dense(query: list[float], search_filter: qe.Filter, limit: int) -> qe.QueryRequest:
+        nearest = qe.Query.Nearest(query, using=DENSE_VECTOR)
+        return qe.QueryRequest(limit=limit, query=nearest, filter=search_filter, with_payload=False)
+
+    def _keyword(self, sparse: SparseVector) -> qe.QueryRequest:
+        return qe.QueryRequest(
+            limit=self.candidates,
+            query=qe.Query.Nearest(qe.SparseVector(list(sparse.indices), list(sparse.values)), using=SPARSE_VECTOR),
+            filter=edge_filter(self.conditions),
+            with_payload=False,
+        )
