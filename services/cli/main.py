@@ -145,8 +145,7 @@ def serve(
 
 def _register_subcommands() -> None:
     from services.cli.audit import audit_app
-    from services.cli.benchmarks.commands import bench_app
-    from services.cli.evaluation.commands import eval_app
+    from services.cli.lab import add_lab_commands
     from services.cli.prune import prune_command
 
     app.command("prune")(prune_command)
@@ -155,14 +154,7 @@ def _register_subcommands() -> None:
 
     app.command("provision")(provision_command)
     app.add_typer(audit_app, name="audit")
-    app.add_typer(eval_app, name="eval")
-    app.add_typer(bench_app, name="bench")
-    from services.cli.benchmarks.telemetry import telemetry_command  # issue 15: the cost of tracing
-
-    bench_app.command("telemetry")(telemetry_command)
-    from services.cli.evaluation.extraction import extraction_command  # issue 17: offline extraction
-
-    eval_app.command("extraction")(extraction_command)
+    add_lab_commands(app)  # `tiermem eval`, `tiermem bench`: from the lab, when it is installed
 
     from services.cli.recall import mcp_command, recall_app
 

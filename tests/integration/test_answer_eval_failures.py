@@ -19,12 +19,12 @@ import pytest
 import typer
 from rich.console import Console
 
-from services.cli.evaluation.answer_options import finish_answers
-from services.cli.evaluation.answers import AnswerEvalConfig, run_answer_eval
-from services.cli.evaluation.locomo import LocomoQuestion, LocomoSample
 from services.recall_api.schemas import AutoRecallResponse, MemoryItem, SearchResponse
 from tests.fixtures.llm_stub import STUB_API_KEY, STUB_MODEL
 from tests.support.llm_stub import LlmStubServer, ScriptedResponse, chat_completion_body, error_body
+from tiermem_lab.evaluation.answer_options import finish_answers
+from tiermem_lab.evaluation.answers import AnswerEvalConfig, run_answer_eval
+from tiermem_lab.evaluation.locomo import LocomoQuestion, LocomoSample
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("drain_litellm")]
 

@@ -1,4 +1,4 @@
-"""The benchmarks' out-of-process HTTP client (services/cli/benchmarks/http_driver.py) against a real
+"""The benchmarks' out-of-process HTTP client (lab/tiermem_lab/benchmarks/http_driver.py) against a real
 socket server that drops each keep-alive connection after one answer, as uvicorn does with one left
 idle past its keep-alive timeout (a 1M-point scale run lost its power-user phase to that)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from services.cli.benchmarks.http_driver import OutOfProcessClient
+from tiermem_lab.benchmarks.http_driver import OutOfProcessClient
 
 _ANSWER = b'{"ok": true}'
 

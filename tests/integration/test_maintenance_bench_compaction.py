@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.cli.benchmarks import maintenance
+from tiermem_lab.benchmarks import maintenance
 
 pytestmark = pytest.mark.integration
 

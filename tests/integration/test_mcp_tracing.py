@@ -21,16 +21,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from services.cli.recall import _serve_mcp_stdio
-from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.embedding_local import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.settings import NatsSettings
 from services.common.runtime.telemetry import tracer_provider
 from services.common.stores.vector.edge import EdgeVectorIndex
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
-from services.recall_api.seeding import seed_episode
 from services.recall_api.settings import RecallApiSettings
 from tests.fixtures.falkordb import FalkorDBGraph
 from tests.integration.test_recall_api import ACME_KEY, ALICE, API_KEYS, ONBISEO, days_ago, embedder, keywords
+from tiermem_lab.seeding import seed_episode
 
 pytestmark = pytest.mark.integration
 __all__ = ["embedder", "keywords"]  # module-scoped fixtures shared with test_recall_api

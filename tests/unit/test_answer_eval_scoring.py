@@ -7,14 +7,15 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from services.cli.evaluation.answer_prompts import (
+from services.common.gateways.llm import PurposeUsage
+from tiermem_lab.evaluation.answer_prompts import (
     NO_MEMORY,
     JudgeVerdict,
     answer_messages,
     judge_messages,
     reflection_messages,
 )
-from services.cli.evaluation.answer_report import (
+from tiermem_lab.evaluation.answer_report import (
     AnswerOutcome,
     JudgedAnswer,
     Label,
@@ -24,9 +25,8 @@ from services.cli.evaluation.answer_report import (
     build_answers_section,
     summary_lines,
 )
-from services.cli.evaluation.answers import AnswerSetupError, TokenPrice, spread_over_categories
-from services.cli.evaluation.locomo import LocomoQuestion, LocomoSample
-from services.common.gateways.llm import PurposeUsage
+from tiermem_lab.evaluation.answers import AnswerSetupError, TokenPrice, spread_over_categories
+from tiermem_lab.evaluation.locomo import LocomoQuestion, LocomoSample
 
 
 def outcome(

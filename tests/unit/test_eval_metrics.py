@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from services.cli.benchmarks.recall import parse_args, recall_argv
-from services.cli.benchmarks.synthetic import synthetic_sessions
-from services.cli.evaluation.baselines import (
+from tiermem_lab.benchmarks.recall import parse_args, recall_argv
+from tiermem_lab.benchmarks.synthetic import synthetic_sessions
+from tiermem_lab.evaluation.baselines import (
     BASELINES,
     BM25,
     DENSE,
@@ -29,8 +29,8 @@ from services.cli.evaluation.baselines import (
     sessions_by_best_turn,
     unique_in_order,
 )
-from services.cli.evaluation.harness import sweep_thresholds
-from services.cli.evaluation.locomo import (
+from tiermem_lab.evaluation.harness import sweep_thresholds
+from tiermem_lab.evaluation.locomo import (
     LocomoFormatError,
     dia_session,
     load_locomo,
@@ -40,7 +40,7 @@ from services.cli.evaluation.locomo import (
     split_evidence,
     turn_text,
 )
-from services.cli.evaluation.metrics import (
+from tiermem_lab.evaluation.metrics import (
     InjectedItem,
     QuestionResult,
     abstention_stats,
@@ -53,9 +53,9 @@ from services.cli.evaluation.metrics import (
     recall_table,
     target_checks,
 )
-from services.cli.evaluation.plot import draw_recall_png
-from services.cli.evaluation.report import unreadable_evidence_line
-from services.cli.evaluation.scenarios import (
+from tiermem_lab.evaluation.plot import draw_recall_png
+from tiermem_lab.evaluation.report import unreadable_evidence_line
+from tiermem_lab.evaluation.scenarios import (
     DEFAULT_SCENARIOS,
     ProbeOutcome,
     ScenarioFormatError,

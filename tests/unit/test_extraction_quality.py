@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from services.cli.evaluation.extraction import (
+from services.cli.main import app
+from services.semantic_extractor.heuristic import heuristic_extract
+from services.semantic_extractor.schema import ExtractedEntity, ExtractedFact, ExtractionOutput
+from tiermem_lab.evaluation.extraction import (
     ExtractionCase,
     GroupScore,
     evaluate,
@@ -23,9 +26,6 @@ from services.cli.evaluation.extraction import (
     subject_key,
     text_key,
 )
-from services.cli.main import app
-from services.semantic_extractor.heuristic import heuristic_extract
-from services.semantic_extractor.schema import ExtractedEntity, ExtractedFact, ExtractionOutput
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "extraction"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from services.cli.benchmarks.ingest import locomo_sessions
-from services.cli.benchmarks.synthetic import BENCH_TENANT
+from tiermem_lab.benchmarks.ingest import locomo_sessions
+from tiermem_lab.benchmarks.synthetic import BENCH_TENANT
 
 
 def _sample(sample_id: str, a: str, b: str, sessions: int) -> dict[str, object]:

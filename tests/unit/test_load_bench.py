@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from services.cli.benchmarks.load import DistinctQuestions
+from tiermem_lab.benchmarks.load import DistinctQuestions
 
 _HANGUL = re.compile("[\uac00-\ud7a3]")
 

@@ -3,7 +3,7 @@ the client itself overlapped (those are left out of the clean maximum: the serve
 
 from __future__ import annotations
 
-from services.cli.benchmarks.maintenance import ModeResult, render_maintenance
+from tiermem_lab.benchmarks.maintenance import ModeResult, render_maintenance
 
 
 def _result() -> ModeResult:

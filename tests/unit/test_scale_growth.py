@@ -1,4 +1,4 @@
-"""The growth benchmark's two histories (services/cli/benchmarks/scale_growth.py): which topic each
+"""The growth benchmark's two histories (lab/tiermem_lab/benchmarks/scale_growth.py): which topic each
 session is about and which topics its questions ask about, the property that makes the
 one-matching-session curve isolate history growth."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 
-from services.cli.benchmarks.recall import BaseSentence, base_sentences
-from services.cli.benchmarks.scale_growth import one_matching_session, recurring_topics
+from tiermem_lab.benchmarks.recall import BaseSentence, base_sentences
+from tiermem_lab.benchmarks.scale_growth import one_matching_session, recurring_topics
 
 
 def _topic(base: BaseSentence) -> tuple[str, str]:

@@ -1,0 +1,14 @@
+"""The lab's command groups as the `tiermem` command loads them (the `tiermem.cli` entry points in
+lab/pyproject.toml): `tiermem eval` and `tiermem bench`, each with every subcommand attached."""
+
+from __future__ import annotations
+
+from tiermem_lab.benchmarks.commands import bench_app
+from tiermem_lab.benchmarks.telemetry import telemetry_command
+from tiermem_lab.evaluation.commands import eval_app
+from tiermem_lab.evaluation.extraction import extraction_command
+
+__all__ = ["bench_app", "eval_app"]
+
+bench_app.command("telemetry")(telemetry_command)  # issue 15: the cost of tracing
+eval_app.command("extraction")(extraction_command)  # issue 17: offline extraction
