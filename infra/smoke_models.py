@@ -7,12 +7,12 @@ import asyncio
 
 from services.common.domain.tokens import TokenCounter
 from services.common.gateways.embedding import build_embedder
+from services.common.gateways.embedding_config import EmbeddingConfig
 from services.common.gateways.keywords import KeywordEncoder
-from services.common.runtime.settings import EmbeddingSettings
 
 
 async def main() -> None:
-    embedder = build_embedder(EmbeddingSettings())
+    embedder = build_embedder(EmbeddingConfig())
     (vector,) = await embedder.embed_passages(["tiermem 메모리: the memory of an agent"])
     assert len(vector) == embedder.dim, (len(vector), embedder.dim)
     assert KeywordEncoder().encode_document("한국어 형태소 분석 keyword search").indices

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
@@ -11,6 +10,7 @@ from faststream.nats import NatsBroker
 
 from contracts import EntityMerged, EntityRef, EntityUpserted, Subjects
 from services.common.domain.ids import deterministic_uuid
+from services.common.domain.lru import LruCache
 from services.common.domain.owner import Owner
 from services.common.gateways.embedder import Embedder
 from services.common.runtime.broker import ConsumerSpec, Delivery, durable_subscriber
@@ -46,21 +46,21 @@ def consumers(subjects: Subjects) -> Sequence[ConsumerSpec]:
 
 
 class NameEmbeddings:
-    """Embeddings of entity names, cached: the same names come back on every upsert."""
+    """Embeddings of entity names, cached (least recently used out first): the same names come back on
+    every upsert."""
 
     def __init__(self, embedder: Callable[[], Embedder], capacity: int = 50_000) -> None:
         self._embedder = embedder
-        self._cache: OrderedDict[str, list[float]] = OrderedDict()
-        self._capacity = capacity
+        self._cache: LruCache[str, list[float]] = LruCache(capacity)
 
     async def vectors(self, names: Sequence[str]) -> dict[str, list[float]]:
-        missing = list(dict.fromkeys(name for name in names if name not in self._cache))
+        found = {name: vector for name in dict.fromkeys(names) if (vector := self._cache.get(name)) is not None}
+        missing = [name for name in dict.fromkeys(names) if name not in found]
         if missing:
             for name, vector in zip(missing, await self._embedder().embed_passages(missing), strict=True):
-                self._cache[name] = vector
-            while len(self._cache) > self._capacity:
-                self._cache.popitem(last=False)
-        return {name: self._cache[name] for name in names}
+                found[name] = vector
+                self._cache.put(name, vector)
+        return found
 
 
 async def decide(

@@ -25,7 +25,7 @@ from contracts.events import Channel, Scope
 from services.cli.consolidation import wait_until_idle
 from services.cli.stack import RunningServices, start_services
 from services.common.domain.owner import Owner
-from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.embedding_local import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from services.common.stores.graph.repository import EntityInput, EpisodeRef, normalise_entity_name

@@ -16,15 +16,11 @@ from pathlib import Path
 import pytest
 
 from services.common.gateways.embedder import Embedder
-from services.common.gateways.embedding import (
-    EmbeddingConfig,
-    EmbeddingError,
-    LiteLlmEmbedder,
-    LocalE5Embedder,
-    build_embedder,
-)
+from services.common.gateways.embedding import build_embedder
+from services.common.gateways.embedding_config import EmbeddingConfig
+from services.common.gateways.embedding_litellm import EmbeddingError, LiteLlmEmbedder
+from services.common.gateways.embedding_local import LocalE5Embedder
 from services.common.gateways.llm import LlmRequestRejected
-from services.common.runtime.settings import EmbeddingSettings
 from tests.fixtures.llm_stub import STUB_API_KEY, STUB_EMBEDDING_MODEL
 from tests.support.llm_stub import LlmStubServer, ScriptedResponse, embeddings_body, hash_embedding
 
@@ -118,7 +114,7 @@ def test_build_embedder_picks_the_implementation(llm_stub: LlmStubServer) -> Non
     local = build_embedder(EmbeddingConfig())
     assert isinstance(local, LocalE5Embedder)
     from_settings = build_embedder(
-        EmbeddingSettings(model=STUB_EMBEDDING_MODEL, api_base=llm_stub.api_base, batch_size=4)
+        EmbeddingConfig(model=STUB_EMBEDDING_MODEL, api_base=llm_stub.api_base, batch_size=4)
     )
     assert isinstance(from_settings, LiteLlmEmbedder)
     assert from_settings.model_name == STUB_EMBEDDING_MODEL
@@ -182,7 +178,7 @@ async def test_local_e5_ranks_related_text_higher(
 
 _BLAS_THREADS_AROUND_A_LOAD = """
 import json, numpy, threadpoolctl
-from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.embedding_local import LocalE5Embedder
 def blas():
     return [int(p["num_threads"]) for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
 before = blas()
@@ -192,8 +188,8 @@ print(json.dumps({"before": before, "after": blas()}))
 
 
 def test_loading_the_local_model_leaves_numpy_one_blas_thread() -> None:
-    """OpenBLAS's idle threads spin and would take a core from the query embedding (embedding.py
-    `_one_blas_thread`): once the local model loads, numpy's products run on the calling thread. In a
+    """OpenBLAS's idle threads spin and would take a core from the query embedding (cpu_threads.py
+    `one_blas_thread`): once the local model loads, numpy's products run on the calling thread. In a
     fresh interpreter: the suite's earlier tests leave the process's BLAS in whatever state."""
     run = subprocess.run(
         [sys.executable, "-c", _BLAS_THREADS_AROUND_A_LOAD],
@@ -251,7 +247,7 @@ def test_the_passage_thread_runs_at_a_lower_cpu_priority_than_queries(nice: int)
 
 
 def test_the_passage_priority_comes_from_the_settings() -> None:
-    embedder = build_embedder(EmbeddingSettings(local_passage_nice=3))
+    embedder = build_embedder(EmbeddingConfig(local_passage_nice=3))
     assert isinstance(embedder, LocalE5Embedder)
     own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     assert embedder._passage_thread.submit(_thread_priority).result()[1] == min(19, own + 3)
@@ -279,7 +275,7 @@ def test_queries_and_passages_compute_on_their_own_openmp_thread_counts(
 async def test_concurrent_queries_embed_at_once_on_their_workers() -> None:
     """With two query workers, two turns' query embeddings compute at the same time: each reaches a
     two-party barrier inside the model's thread pool, which only passes if both run at once."""
-    embedder = build_embedder(EmbeddingSettings(local_query_workers=2, local_query_threads=1))
+    embedder = build_embedder(EmbeddingConfig(local_query_workers=2, local_query_threads=1))
     assert isinstance(embedder, LocalE5Embedder)
     meeting = threading.Barrier(2, timeout=30)
     loop = asyncio.get_running_loop()

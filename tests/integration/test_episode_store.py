@@ -13,7 +13,8 @@ import pytest
 from qdrant_client import AsyncQdrantClient
 
 from services.common.domain.owner import Owner
-from services.common.gateways.embedding import DelegatingEmbedder, LocalE5Embedder
+from services.common.gateways.embedding_local import LocalE5Embedder
+from services.common.gateways.embedding_wrappers import DelegatingEmbedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.stores.episodes import (
     DeletedEpisodes,

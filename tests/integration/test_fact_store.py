@@ -12,7 +12,7 @@ from qdrant_client import AsyncQdrantClient
 
 from services.common.domain.facts import FactCandidate, FactProvenance
 from services.common.domain.owner import Owner
-from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.embedding_local import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.stores.facts import FactLifetime, FactStore
 from services.common.stores.vector.edge import EdgeVectorIndex

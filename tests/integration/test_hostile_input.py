@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.embedding_local import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.settings import NatsSettings
 from tests.fixtures.falkordb import FalkorDBGraph

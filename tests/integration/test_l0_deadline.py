@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from services.common.gateways.embedder import Embedder
-from services.common.gateways.embedding import CachedQueryEmbedder, LocalE5Embedder
+from services.common.gateways.embedding_local import LocalE5Embedder
+from services.common.gateways.embedding_wrappers import CachedQueryEmbedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.settings import NatsSettings
 from tests.fixtures.falkordb import FalkorDBGraph

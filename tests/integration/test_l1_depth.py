@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.embedding_local import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.settings import NatsSettings
 from services.recall_api.app import create_app

@@ -14,7 +14,7 @@ from nats.aio.client import Client as NatsClient
 
 from contracts import Subjects
 from services.common.domain.owner import Owner
-from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.embedding_local import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.settings import NatsSettings
 from services.common.stores.tombstones import Tombstone, TombstoneStore, UserBeingErased, Verdict, judge

@@ -24,7 +24,7 @@ from services.cli.main import app
 from services.cli.prune import run_prune_now
 from services.cli.stack import RunningServices, start_services
 from services.common.domain.owner import Owner
-from services.common.gateways.embedding import LocalE5Embedder
+from services.common.gateways.embedding_local import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.resources import Resources
 from services.common.runtime.settings import NatsSettings, VectorSettings

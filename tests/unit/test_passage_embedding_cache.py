@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from services.common.gateways.embedding import PassageVectorCache, unique_texts
+from services.common.gateways.embedding_local import PassageVectorCache, unique_texts
 
 
 def test_unique_texts_keeps_first_seen_order_and_maps_every_input() -> None:

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from services.common.gateways.embedder import begin_query
-from services.common.gateways.embedding import CachedQueryEmbedder, TracedEmbedder
+from services.common.gateways.embedding_wrappers import CachedQueryEmbedder, TracedEmbedder
 
 
 class CountingEmbedder:

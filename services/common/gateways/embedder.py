@@ -1,4 +1,5 @@
-"""Gateway protocols shared by every service (implementations in llm.py and embedding.py)."""
+"""Gateway protocols shared by every service (implementations in llm.py, embedding_local.py and
+embedding_litellm.py)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def begin_query(embedder: Embedder, text: str) -> asyncio.Future[list[float]]:
     can (`QueryStarter`: the local model's query thread is inside the model call), else at the caller's
     next await. Why it matters: a caller that embeds and meanwhile works in Python (L0's keyword searches)
     would otherwise hold the GIL the query thread needs to begin, and the embedding would start only when
-    that work pauses (embedding.py, `LocalE5Embedder.begin_query`)."""
+    that work pauses (embedding_local.py, `LocalE5Embedder.begin_query`)."""
     if isinstance(embedder, QueryStarter):
         return embedder.begin_query(text)
     return asyncio.ensure_future(embedder.embed_query(text))

@@ -6,7 +6,7 @@ does not validate. JetStream redelivery is the outer retry, so the inner loop st
 failure raises an `LlmError` whose `reason` the consumer puts into its dead letter.
 
 litellm is imported lazily (importing it takes seconds and, unless `LITELLM_LOCAL_MODEL_COST_MAP` is
-set, downloads a cost map), and only inside this module and `embedding.py` through `import_litellm`.
+set, downloads a cost map), and only inside this module and `embedding_litellm.py` through `import_litellm`.
 """
 
 from __future__ import annotations

