@@ -53,7 +53,7 @@ async def provision_everything(settings: TierMemSettings) -> ProvisionReport:
     """Streams, every service's durable consumers, the vector collections and the graph schema."""
     from contracts import Subjects
     from services.cli.stack import all_services
-    from services.common.runtime.broker import exhausted_watch_durable, provision, stream_configs
+    from services.common.runtime.provisioning import exhausted_watch_durable, provision, stream_configs
     from services.common.runtime.resources import Resources
     from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
 

@@ -11,7 +11,8 @@ import typer
 from rich.console import Console
 
 from contracts import PruneReport, Subjects
-from services.common.runtime.broker import build_broker, connect_broker, connect_nats, provision
+from services.common.runtime.broker import build_broker, connect_broker, connect_nats
+from services.common.runtime.provisioning import provision
 from services.common.runtime.settings import TierMemSettings, load_settings
 from services.common.stores.erasure import ControlError, request_control
 

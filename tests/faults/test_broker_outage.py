@@ -14,15 +14,14 @@ import pytest
 from contracts import SessionCompleted, Subjects
 from services.cli.servers.nats_server import NatsServer
 from services.common.runtime.broker import (
-    ConsumerSpec,
     DeadLetterWriter,
     Delivery,
     EventPublisher,
     build_broker,
     connect_nats,
     durable_subscriber,
-    provision,
 )
+from services.common.runtime.provisioning import ConsumerSpec, provision
 from services.common.runtime.resources import Resources
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from services.recall_api import erasure_requests

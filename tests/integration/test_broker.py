@@ -13,7 +13,6 @@ from nats.aio.client import Client as NatsClient
 
 from contracts import SessionCompleted, Subjects
 from services.common.runtime.broker import (
-    ConsumerSpec,
     DeadLetterWriter,
     Delivery,
     EventPublisher,
@@ -21,8 +20,8 @@ from services.common.runtime.broker import (
     PoisonMessage,
     build_broker,
     durable_subscriber,
-    provision,
 )
+from services.common.runtime.provisioning import ConsumerSpec, provision
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from tests.support.events import decoded, session_event, stream_messages, wait_for
 

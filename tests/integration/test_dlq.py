@@ -24,9 +24,8 @@ from services.common.runtime.broker import (
     Handler,
     build_broker,
     durable_subscriber,
-    provision,
-    retry_window_s,
 )
+from services.common.runtime.provisioning import provision, retry_window_s
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from tests.support.events import session_consumer, session_event, stream_messages, wait_for
 

@@ -12,14 +12,9 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from contracts import Subjects
-from services.common.runtime.broker import (
-    ConsumerSpec,
-    DeadLetterWriter,
-    EventPublisher,
-    build_broker,
-    provision,
-)
+from services.common.runtime.broker import DeadLetterWriter, EventPublisher, build_broker
 from services.common.runtime.exhausted import ExhaustedWatcher
+from services.common.runtime.provisioning import ConsumerSpec, provision
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from tests.support.events import decoded, session_consumer, session_event, stream_messages, wait_for
 

@@ -16,7 +16,7 @@ from nats.aio.client import Client as NatsClient
 from contracts import Subjects
 from services.cli.servers.net import free_port
 from services.cli.stack import all_services
-from services.common.runtime.broker import consumer_config, exhausted_watch_durable
+from services.common.runtime.provisioning import consumer_config, exhausted_watch_durable
 from services.common.runtime.settings import NatsSettings
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
 from tests.fixtures.falkordb import FalkorDBGraph

@@ -19,7 +19,8 @@ from nats.aio.client import Client as NatsClient
 from contracts import PruneReport, Subjects
 from services.cli.prune import run_prune_now
 from services.common.domain.owner import Owner
-from services.common.runtime.broker import build_broker, provision
+from services.common.runtime.broker import build_broker
+from services.common.runtime.provisioning import provision
 from services.common.runtime.resources import Resources, ServiceContext
 from services.common.runtime.service import build_context
 from services.common.runtime.settings import NatsSettings, VectorSettings

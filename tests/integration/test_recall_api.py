@@ -27,7 +27,8 @@ from services.common.domain.tokens import TokenCounter
 from services.common.gateways.embedder import Embedder
 from services.common.gateways.embedding_local import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
-from services.common.runtime.broker import connect_nats, provision
+from services.common.runtime.broker import connect_nats
+from services.common.runtime.provisioning import provision
 from services.common.runtime.resources import Resources
 from services.common.runtime.settings import NatsSettings
 from services.common.stores.graph.falkordb import FalkorDBExecutor

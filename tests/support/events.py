@@ -14,7 +14,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from contracts import SessionCompleted, Subjects
-from services.common.runtime.broker import ConsumerSpec
+from services.common.runtime.provisioning import ConsumerSpec
 
 
 def session_consumer(subjects: Subjects, durable: str) -> ConsumerSpec:

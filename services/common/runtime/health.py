@@ -30,7 +30,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from services.common.domain.owner import Owner
-from services.common.runtime.broker import ConsumerSpec
+from services.common.runtime.provisioning import ConsumerSpec
 from services.common.runtime.resources import Resources, ServiceContext
 
 log = logging.getLogger(__name__)
