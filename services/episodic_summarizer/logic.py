@@ -14,16 +14,12 @@ from datetime import UTC, datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from contracts.events import Message, SessionCompleted
+from services.common.domain.graphemes import truncate_codepoints, truncate_with_ellipsis
 from services.common.domain.importance import coerce_importance
+from services.common.domain.language import detect_language, is_hangul
+from services.common.domain.sentences import split_sentences
 from services.common.domain.speakers import attribute_speakers
-from services.common.domain.text import (
-    detect_language,
-    is_hangul,
-    is_trivial_message,
-    split_sentences,
-    truncate_codepoints,
-    truncate_with_ellipsis,
-)
+from services.common.domain.trivial import is_trivial_message
 from services.common.gateways import kiwi
 
 # ---- output schema ------------------------------------------------------------------------------
