@@ -26,7 +26,7 @@ DEFAULT_PATH = Path("docs/configuration.md")
 _INTRO = """\
 # Configuration
 
-<!-- Generated from the settings models by `python -m services.cli.config_docs`; do not edit by hand.
+<!-- Generated from the settings models by `tiermem schemas config-docs`; do not edit by hand.
      tests/unit/test_config_docs.py fails when this file and the models disagree. -->
 
 Every tiermem process reads its settings with pydantic-settings. An environment variable is the

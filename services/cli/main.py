@@ -178,7 +178,7 @@ def _register_subcommands() -> None:
 
 _register_subcommands()
 
-schemas_app = typer.Typer(help="Event JSON Schemas and the AsyncAPI document.")
+schemas_app = typer.Typer(help="Event JSON Schemas, the AsyncAPI document and the configuration reference.")
 app.add_typer(schemas_app, name="schemas")
 
 
@@ -191,6 +191,16 @@ def schemas_export(
 
     for path in write_schemas(out):
         console.print(f"wrote {path}")
+
+
+@schemas_app.command("config-docs")
+def schemas_config_docs(
+    out: Annotated[Path, typer.Option("--out", help="File to write.")] = Path("docs/configuration.md"),
+) -> None:
+    """Write docs/configuration.md from the settings models (committed; a test checks for drift)."""
+    from services.cli.config_docs import write_config_docs
+
+    console.print(f"wrote {write_config_docs(out)}")
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """docs/configuration.md is generated from the settings models and matches them (regenerate with
-`python -m services.cli.config_docs`), and every setting says what it does."""
+`scripts/tiermem schemas config-docs`), and every setting says what it does."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from services.cli.config_docs import configuration_markdown, service_settings
 
 COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
-REGENERATE = "run `.venv/bin/python -m services.cli.config_docs`"
+REGENERATE = "run `scripts/tiermem schemas config-docs`"
 
 
 def test_configuration_page_matches_the_settings_models() -> None:
