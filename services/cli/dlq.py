@@ -24,7 +24,8 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts import DeadLetterRecord, Subjects
-from services.common.runtime.broker import REPLAY_FOR_HEADER, BrokerUnavailable, connect_nats
+from services.common.runtime.broker import BrokerUnavailable, connect_nats
+from services.common.runtime.durable_consumer import REPLAY_FOR_HEADER
 from services.common.runtime.settings import TierMemSettings, load_settings
 
 console = Console()

@@ -13,7 +13,7 @@ from services.common.domain.ids import deterministic_uuid
 from services.common.domain.lru import LruCache
 from services.common.domain.owner import Owner
 from services.common.gateways.embedder import Embedder
-from services.common.runtime.broker import Delivery, durable_subscriber
+from services.common.runtime.durable_consumer import Delivery, durable_subscriber
 from services.common.runtime.provisioning import ConsumerSpec
 from services.common.runtime.resources import ServiceContext
 from services.common.runtime.service import PublishedEvent, ServiceDefinition

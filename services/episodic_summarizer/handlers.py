@@ -13,7 +13,7 @@ from services.common.domain.ids import deterministic_uuid
 from services.common.domain.importance import messages_importance
 from services.common.domain.language import detect_language
 from services.common.domain.owner import Owner
-from services.common.runtime.broker import Delivery, PoisonMessage, durable_subscriber
+from services.common.runtime.durable_consumer import Delivery, PoisonMessage, durable_subscriber
 from services.common.runtime.provisioning import ConsumerSpec
 from services.common.runtime.resources import ServiceContext
 from services.common.runtime.service import PublishedEvent, ServiceDefinition

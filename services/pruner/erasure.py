@@ -20,7 +20,7 @@ from nats.js.kv import KeyValue
 from contracts import ErasureCompleted, ErasureRequested, Subjects
 from services.common.domain.ids import deterministic_uuid, is_uuid
 from services.common.domain.owner import Owner
-from services.common.runtime.broker import Delivery, PoisonMessage
+from services.common.runtime.durable_consumer import Delivery, PoisonMessage
 from services.common.runtime.resources import ServiceContext
 from services.pruner.erasure_steps import (
     EpisodeErasure,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from faststream.nats import NatsBroker
 
 from contracts import ErasureCompleted, ErasureRequested, PruneReport, Subjects
-from services.common.runtime.broker import durable_subscriber
+from services.common.runtime.durable_consumer import durable_subscriber
 from services.common.runtime.provisioning import ConsumerSpec
 from services.common.runtime.resources import ServiceContext
 from services.common.runtime.service import PublishedEvent, ServiceDefinition
