@@ -13,7 +13,8 @@ from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_expo
 
 from contracts import SessionCompleted, SizeLimits, Subjects
 from contracts.session_input import SessionRejected, parse_session
-from services.common.runtime.broker import EventPublisher, PublishResult, build_broker, connect_broker
+from services.common.runtime.broker import build_broker, connect_broker
+from services.common.runtime.publishing import EventPublisher, PublishResult
 from services.common.runtime.settings import TierMemSettings
 
 

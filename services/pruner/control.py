@@ -12,7 +12,8 @@ from nats.aio.msg import Msg
 from pydantic import BaseModel
 
 from services.common.domain.owner import Owner
-from services.common.runtime.broker import connect_nats, describe_error
+from services.common.runtime.broker import connect_nats
+from services.common.runtime.dead_letters import describe_error
 from services.common.runtime.resources import ServiceContext
 from services.common.stores.erasure import CONTROL_QUEUE, AuditRequest, ControlReply, audit_user, control_subject
 from services.pruner.logic import Clock

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import Subjects
 from services.common.domain.owner import Owner
-from services.common.runtime.broker import EventPublisher
+from services.common.runtime.publishing import EventPublisher
 from services.common.stores.episodes import Episode, Passage
 from services.common.stores.erasure import (
     ERASURE_RECORD_KINDS,

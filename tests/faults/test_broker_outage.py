@@ -13,7 +13,8 @@ import pytest
 
 from contracts import SessionCompleted, Subjects
 from services.cli.servers.nats_server import NatsServer
-from services.common.runtime.broker import DeadLetterWriter, EventPublisher, build_broker, connect_nats
+from services.common.runtime.broker import EventPublisher, build_broker, connect_nats
+from services.common.runtime.dead_letters import DeadLetterWriter
 from services.common.runtime.durable_consumer import Delivery, durable_subscriber
 from services.common.runtime.provisioning import ConsumerSpec, provision
 from services.common.runtime.resources import Resources

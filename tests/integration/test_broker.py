@@ -12,7 +12,8 @@ from faststream.nats import NatsBroker
 from nats.aio.client import Client as NatsClient
 
 from contracts import SessionCompleted, Subjects
-from services.common.runtime.broker import DeadLetterWriter, EventPublisher, build_broker
+from services.common.runtime.broker import EventPublisher, build_broker
+from services.common.runtime.dead_letters import DeadLetterWriter
 from services.common.runtime.durable_consumer import Delivery, Handler, PoisonMessage, durable_subscriber
 from services.common.runtime.provisioning import ConsumerSpec, provision
 from services.common.runtime.settings import NatsSettings, TierMemSettings

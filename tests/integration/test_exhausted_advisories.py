@@ -12,7 +12,8 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from contracts import Subjects
-from services.common.runtime.broker import DeadLetterWriter, EventPublisher, build_broker
+from services.common.runtime.broker import EventPublisher, build_broker
+from services.common.runtime.dead_letters import DeadLetterWriter
 from services.common.runtime.exhausted import ExhaustedWatcher
 from services.common.runtime.provisioning import ConsumerSpec, provision
 from services.common.runtime.settings import NatsSettings, TierMemSettings

@@ -12,7 +12,8 @@ from contracts import SessionCompleted, Subjects
 from services.cli.consolidation import wait_until_idle
 from services.cli.stack import RunningServices
 from services.common.domain.owner import Owner
-from services.common.runtime.broker import EventPublisher, build_broker
+from services.common.runtime.broker import build_broker
+from services.common.runtime.publishing import EventPublisher
 from services.common.runtime.service import ServiceDefinition
 from services.common.runtime.settings import TierMemSettings
 from services.common.stores.episodes import episode_id_for

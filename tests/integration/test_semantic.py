@@ -14,7 +14,8 @@ from services.cli.consolidation import wait_until_idle
 from services.cli.stack import RunningServices, start_services
 from services.common.domain.facts import FactCandidate, FactProvenance
 from services.common.domain.owner import Owner
-from services.common.runtime.broker import EventPublisher, build_broker
+from services.common.runtime.broker import build_broker
+from services.common.runtime.publishing import EventPublisher
 from services.common.runtime.resources import Resources
 from services.common.runtime.service import ServiceDefinition
 from services.common.runtime.settings import TierMemSettings

@@ -1,22 +1,21 @@
-"""The one broker factory, stream and consumer provisioning, publishing and the durable-consumer
-wrapper (explicit acks, bounded redelivery on one retry schedule, dead letters) used by every service."""
+"""Connecting to NATS and the one broker factory every service uses.
+
+The rest of the broker's work has a module each: streams and consumers (provisioning.py), publishing
+(publishing.py), dead letters (dead_letters.py) and the durable consumer with its ack policy
+(durable_consumer.py)."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from types import TracebackType
 
 import nats
 from faststream.nats import NatsBroker
 from nats.aio.client import Client as NatsClient
 from nats.errors import ConnectionClosedError, ConnectionReconnectingError, NoServersError
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from contracts import DeadLetterRecord, Subjects
-from services.common.domain.ids import deterministic_uuid
-from services.common.runtime.instruments import DEAD_LETTERS
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from services.common.runtime.telemetry import install_tracing, nats_tracing_middleware
 
@@ -87,9 +86,6 @@ async def connect_broker(broker: NatsBroker, settings: NatsSettings) -> None:
         raise BrokerUnavailable(unreachable_message(settings)) from exc
 
 
-# ---------------------------------------------------------------------------------------------
-# Broker and publishing
-# ---------------------------------------------------------------------------------------------
 class TierMemBroker(NatsBroker):
     """FastStream's NatsBroker, whose stop also works while NATS is away. Its stop drains the
     connection, and nats-py refuses to drain one that is reconnecting (or closed): a SIGTERM during a
@@ -160,56 +156,3 @@ class EventPublisher:
             timeout=10.0,
         )
         return PublishResult(stream=ack.stream, sequence=ack.seq, duplicate=bool(ack.duplicate))
-
-
-class DeadLetterWriter:
-    """Writes exactly one DeadLetterRecord per (stream, sequence, consumer)."""
-
-    def __init__(self, publisher: EventPublisher, subjects: Subjects) -> None:
-        self._publisher = publisher
-        self._subjects = subjects
-
-    async def write(
-        self,
-        *,
-        subject: str,
-        stream: str,
-        sequence: int,
-        consumer: str,
-        deliveries: int,
-        reason: str,
-        kind: str,
-        payload: bytes,
-    ) -> None:
-        tenant_id, user_id = self._subjects.tokens_from(subject)
-        DEAD_LETTERS.labels(consumer=consumer, kind=kind).inc()
-        record_id = deterministic_uuid("dead-letter", stream, str(sequence), consumer)
-        record = DeadLetterRecord(
-            event_id=record_id,
-            original_subject=subject,
-            original_stream=stream,
-            stream_sequence=sequence,
-            consumer=consumer,
-            deliveries=deliveries,
-            reason=reason[:4000],
-            kind="poison" if kind == "poison" else "exhausted",
-            tenant_id=tenant_id,
-            user_id=user_id,
-            payload=payload.decode("utf-8", errors="replace"),
-            failed_at=datetime.now(UTC),
-        )
-        await self._publisher.publish(
-            record,
-            self._subjects.dead_letter(consumer, tenant_id, user_id),
-            msg_id=f"dlq-{record_id}",
-            stream=self._subjects.dead_letter_stream,
-        )
-
-
-def describe_error(exc: BaseException) -> str:
-    if isinstance(exc, ValidationError):
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or '<root>'}: {error['msg']}" for error in exc.errors()
-        )
-        return f"invalid payload: {problems}"
-    return f"{type(exc).__name__}: {exc}"

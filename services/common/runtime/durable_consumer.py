@@ -19,7 +19,7 @@ from opentelemetry import trace
 from pydantic import BaseModel, ValidationError
 
 from services.common.domain.sensitive import sensitive
-from services.common.runtime.broker import DeadLetterWriter, describe_error
+from services.common.runtime.dead_letters import DeadLetterWriter, describe_error
 from services.common.runtime.instruments import HANDLER_SECONDS, REDELIVERIES
 from services.common.runtime.provisioning import ConsumerSpec, consumer_config
 from services.common.runtime.pull_backoff import pause_fetching_while_reconnecting

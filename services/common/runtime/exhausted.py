@@ -38,7 +38,7 @@ from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 
 from contracts import Subjects
-from services.common.runtime.broker import DeadLetterWriter
+from services.common.runtime.dead_letters import DeadLetterWriter
 from services.common.runtime.provisioning import ConsumerSpec, exhausted_watch_durable
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,8 @@ from faststream import FastStream
 
 from contracts import Subjects
 from services.common.gateways.llm import import_litellm
-from services.common.runtime.broker import DeadLetterWriter, EventPublisher, build_broker
+from services.common.runtime.broker import EventPublisher, build_broker
+from services.common.runtime.dead_letters import DeadLetterWriter
 from services.common.runtime.exhausted import ExhaustedWatcher
 from services.common.runtime.health import ConsumerHealth, HealthServer
 from services.common.runtime.logs import configure_logging_leniently
