@@ -13,10 +13,11 @@ import pytest
 
 from contracts import SessionCompleted, Subjects
 from services.cli.servers.nats_server import NatsServer
-from services.common.runtime.broker import EventPublisher, build_broker, connect_nats
+from services.common.runtime.broker import build_broker, connect_nats
 from services.common.runtime.dead_letters import DeadLetterWriter
 from services.common.runtime.durable_consumer import Delivery, durable_subscriber
 from services.common.runtime.provisioning import ConsumerSpec, provision
+from services.common.runtime.publishing import EventPublisher
 from services.common.runtime.resources import Resources
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from services.recall_api import erasure_requests

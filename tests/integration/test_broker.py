@@ -12,10 +12,11 @@ from faststream.nats import NatsBroker
 from nats.aio.client import Client as NatsClient
 
 from contracts import SessionCompleted, Subjects
-from services.common.runtime.broker import EventPublisher, build_broker
+from services.common.runtime.broker import build_broker
 from services.common.runtime.dead_letters import DeadLetterWriter
 from services.common.runtime.durable_consumer import Delivery, Handler, PoisonMessage, durable_subscriber
 from services.common.runtime.provisioning import ConsumerSpec, provision
+from services.common.runtime.publishing import EventPublisher
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from tests.support.events import decoded, session_event, stream_messages, wait_for
 

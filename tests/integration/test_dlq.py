@@ -17,10 +17,11 @@ from nats.aio.client import Client as NatsClient
 from nats.js import api as js_api
 
 from contracts import SessionCompleted, Subjects
-from services.common.runtime.broker import EventPublisher, build_broker
+from services.common.runtime.broker import build_broker
 from services.common.runtime.dead_letters import DeadLetterWriter
 from services.common.runtime.durable_consumer import Delivery, Handler, durable_subscriber
 from services.common.runtime.provisioning import provision, retry_window_s
+from services.common.runtime.publishing import EventPublisher
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from tests.support.events import session_consumer, session_event, stream_messages, wait_for
 

@@ -7,14 +7,12 @@ The rest of the broker's work has a module each: streams and consumers (provisio
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from types import TracebackType
 
 import nats
 from faststream.nats import NatsBroker
 from nats.aio.client import Client as NatsClient
 from nats.errors import ConnectionClosedError, ConnectionReconnectingError, NoServersError
-from pydantic import BaseModel
 
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from services.common.runtime.telemetry import install_tracing, nats_tracing_middleware
@@ -131,28 +129,3 @@ def build_broker(settings: TierMemSettings, service_name: str, *, bounded: bool 
         # stdout handler, which printed a line per subscriber task at every shutdown in its own format.
         logger=logging.getLogger(f"{__name__}.faststream"),  # not under "faststream": it has its own handler
     )
-
-
-@dataclass(frozen=True, slots=True)
-class PublishResult:
-    stream: str
-    sequence: int
-    duplicate: bool
-
-
-class EventPublisher:
-    """Publishes events to JetStream, always with `Nats-Msg-Id` so a republish is dropped by the
-    stream's duplicate window."""
-
-    def __init__(self, broker: NatsBroker) -> None:
-        self._broker = broker
-
-    async def publish(self, event: BaseModel, subject: str, msg_id: str, stream: str) -> PublishResult:
-        ack = await self._broker.publish(
-            event.model_dump_json().encode("utf-8"),
-            subject,
-            headers={"Nats-Msg-Id": msg_id, "content-type": "application/json"},
-            stream=stream,
-            timeout=10.0,
-        )
-        return PublishResult(stream=ack.stream, sequence=ack.seq, duplicate=bool(ack.duplicate))

@@ -14,8 +14,9 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from contracts import Subjects
-from services.common.runtime.broker import BrokerConnectTimeout, EventPublisher, connect_nats, unreachable_message
+from services.common.runtime.broker import BrokerConnectTimeout, connect_nats, unreachable_message
 from services.common.runtime.dead_letters import DeadLetterWriter
+from services.common.runtime.publishing import EventPublisher
 from services.common.runtime.settings import TierMemSettings
 from services.common.runtime.telemetry import TracedCypherExecutor, traced_vector_index
 

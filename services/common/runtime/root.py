@@ -24,12 +24,13 @@ from faststream import FastStream
 
 from contracts import Subjects
 from services.common.gateways.llm import import_litellm
-from services.common.runtime.broker import EventPublisher, build_broker
+from services.common.runtime.broker import build_broker
 from services.common.runtime.dead_letters import DeadLetterWriter
 from services.common.runtime.exhausted import ExhaustedWatcher
 from services.common.runtime.health import ConsumerHealth, HealthServer
 from services.common.runtime.logs import configure_logging_leniently
 from services.common.runtime.provisioning import ConsumerSpec, provision
+from services.common.runtime.publishing import EventPublisher
 from services.common.runtime.resources import Resources, ServiceContext
 from services.common.runtime.service import ServiceDefinition, build_context
 from services.common.runtime.settings import TierMemSettings, load_settings

@@ -11,9 +11,9 @@ from faststream.nats import NatsBroker
 from pydantic import BaseModel
 
 from contracts import Subjects
-from services.common.runtime.broker import EventPublisher
 from services.common.runtime.dead_letters import DeadLetterWriter
 from services.common.runtime.provisioning import ConsumerSpec
+from services.common.runtime.publishing import EventPublisher
 from services.common.runtime.resources import Resources, ServiceContext, SettingsT
 from services.common.runtime.settings import TierMemSettings
 
