@@ -254,10 +254,10 @@ class HttpApiStartFailed(RuntimeError):
 def _no_delay(sock: socket.socket) -> socket.socket:
     """A listening socket handed to the root, with Nagle off for every connection it accepts (Linux
     copies TCP_NODELAY from the listener). asyncio does that itself only for sockets whose `proto`
-    says TCP; `tiermem up` once claimed its port with proto 0, and every L0 answer on a keep-alive
-    connection (every agent's HTTP client) then waited ~40 ms: uvicorn writes the headers and the body
-    separately, and Nagle held the body back until the client's delayed ACK of the headers (measured
-    through `tiermem up`: L0 with a cached query vector 48 -> 5 ms at p50, with a new one 76 -> 31 ms)."""
+    says TCP, and `tiermem up` claims its port with a socket of its own (proto 0). With Nagle on, every
+    L0 answer on a keep-alive connection (every agent's HTTP client) waits up to ~40 ms: uvicorn writes
+    the headers and the body separately, and Nagle holds the body back until the client's delayed ACK
+    of the headers."""
     if sock.family in (socket.AF_INET, socket.AF_INET6):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
