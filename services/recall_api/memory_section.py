@@ -75,8 +75,8 @@ def fit_section(lines: Sequence[str], *, token_budget: int, count_tokens: Callab
     or "`" that begins the next line, and BPE never merges across pre-tokens (a test checks it against
     counting the whole, on random lines). Why pieces: the same memories come back turn after turn, and
     a counter that keeps the counts of short texts (`TokenCounter.count_tokens_cached`) then counts
-    none of them again; counting the whole section cost ~0.27 ms for three items, cache-cold after the
-    query embedding (measured)."""
+    none of them again, while counting the whole section each turn runs cache-cold after the query
+    embedding."""
     for line in lines:
         if not line.startswith("- ") or _LINE_BREAKS.search(line):
             raise ValueError(f"not a memory line (render_item): {line[:40]!r}")
