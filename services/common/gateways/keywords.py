@@ -148,8 +148,8 @@ def _terms(text: str) -> list[str]:
 
 # Every L0 turn tokenises the same texts again: the query for its keyword vector, then each candidate
 # memory's abstract in the selection (l0_select), and the same memories come back turn after turn. Kiwi
-# costs ~0.25 ms per Korean text (measured: ~1.5 ms of each L0 turn went to it), so the terms of short
-# texts are kept, a bounded number of them; tuples, so no caller can alter a cached entry.
+# is the costly part for a Korean text, so the terms of short texts are kept, a bounded number of them;
+# tuples, so no caller can alter a cached entry.
 _CACHED_TEXT_CHARS = 2_000
 
 
