@@ -74,7 +74,7 @@ def _query_morphemes(query: str) -> tuple[Token, ...]:
 def prepare_query(query: str) -> None:
     """Analyse a Korean query's morphemes now, for the detail check after the search: L0 calls this
     while the query embeds, when the cores have room (the embedding's threads wait passively between
-    its steps, so work on the event loop meanwhile costs the embedding nothing, measured)."""
+    its steps, so work on the event loop meanwhile does not slow the embedding)."""
     if _HANGUL.search(query):
         _query_morphemes(query)
 
