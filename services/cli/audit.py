@@ -1,6 +1,8 @@
 """`tiermem audit user <tenant> <user>`: every remaining trace of a user in every store; exits 1
-when anything remains. Asks the running pruner (it owns the stores) and opens the stores here only
-when no pruner answers."""
+when anything remains. `tiermem audit value "<text>" [--tenant T [--user U]]`: every place a text is
+still found (the places a fact erasure redacts, `services/common/stores/value_places`); exits 1 when
+it is found anywhere, 0 when the count is 0. Both ask the running pruner (it owns the stores) and open
+the stores here only when no pruner answers; exit 2 when the audit itself fails."""
 
 from __future__ import annotations
 
@@ -18,6 +20,14 @@ from services.common.runtime.broker import connect_nats
 from services.common.runtime.resources import Resources
 from services.common.runtime.settings import TierMemSettings, load_settings
 from services.common.stores.erasure import AuditReport, AuditRequest, ControlError, audit_user, request_control
+from services.common.stores.value_places import (
+    DEFAULT_SCAN_LIMIT,
+    PlaceStores,
+    ScanLimitExceeded,
+    ValueAudit,
+    ValueAuditRequest,
+    audit_value,
+)
 
 console = Console()
 err_console = Console(stderr=True)
@@ -86,3 +96,75 @@ def audit_user_command(
         console.print(f"[red]{report.remaining} traces remain[/]")
         raise typer.Exit(1)
     console.print("[green]no traces remain[/]")
+
+
+async def run_value_audit(settings: TierMemSettings, request: ValueAuditRequest, timeout_s: float) -> ValueAudit:
+    subjects = Subjects(settings.nats.subject_root)
+    client = await connect_nats(settings.nats, "tiermem-cli-audit", bounded=True)
+    try:
+        result = await request_control(client, subjects, "audit_value", request, timeout_s)
+        if result is not None:
+            return ValueAudit.model_validate(result)
+        resources = Resources(settings)
+        try:
+            stores = PlaceStores(
+                subjects=subjects,
+                js=client.jetstream(),
+                index=await resources.vector_index(),
+                graph=await resources.graph(),
+                keywords=resources.keywords(),
+                scan_limit=DEFAULT_SCAN_LIMIT,
+            )
+            return await audit_value(stores, request.text, tenant_id=request.tenant_id, user_id=request.user_id)
+        finally:
+            await resources.close()
+    finally:
+        await client.close()
+
+
+def render_value_audit(audit: ValueAudit) -> Table:
+    # The searched text is not printed: it is what someone asked to be forgotten.
+    table = Table(title=f"places searched for the value ({len(audit.owners)} owners)")
+    table.add_column("place")
+    table.add_column("found", justify="right")
+    for name, count in audit.counts.items():
+        table.add_row(name, f"[red]{count}[/]" if count else "0")
+    return table
+
+
+@audit_app.command("value")
+def audit_value_command(
+    text: Annotated[str, typer.Argument(help="The text to look for (matched as a phrase, as an erasure matches it).")],
+    tenant_id: Annotated[str | None, typer.Option("--tenant", help="Only this tenant's users.")] = None,
+    user_id: Annotated[str | None, typer.Option("--user", help="Only this user (needs --tenant).")] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option("--data-dir", help="Data dir of the embedded stack (env TIERMEM_DATA_DIR, default ./.tiermem)."),
+    ] = None,
+    timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the running pruner.")] = 120.0,
+) -> None:
+    """Search every place a remembered value can reach (raw sessions of both roles, derived events,
+    dead letters, episodes, passages, facts, the keyword index, graph names and aliases, erasure
+    progress) for a text; print where it is found. Exit code 0: found 0 times; 1: found; 2: error."""
+    if user_id is not None and tenant_id is None:
+        err_console.print("[red]error:[/] --user needs --tenant")
+        raise typer.Exit(2)
+    try:
+        if user_id is not None and tenant_id is not None:
+            Owner(tenant_id, user_id)
+        request = ValueAuditRequest(text=text, tenant_id=tenant_id, user_id=user_id)
+    except ValueError as exc:
+        err_console.print(f"[red]error:[/] {exc}")
+        raise typer.Exit(2) from exc
+    settings = load_settings(data_dir)
+    try:
+        audit = asyncio.run(run_value_audit(settings, request, timeout_s))
+    except (ControlError, TimeoutError, ValueError, OSError, ScanLimitExceeded) as exc:
+        err_console.print(f"[red]error:[/] audit failed: {exc}")
+        raise typer.Exit(2) from exc
+    console.print(render_value_audit(audit))
+    for where, hits in audit.found.items():
+        console.print(f"  {where}: {', '.join(hits)}")
+    console.print(f"found {audit.total}" if audit.total else "[green]found 0[/]: the value is nowhere")
+    if audit.total:
+        raise typer.Exit(1)

@@ -1,4 +1,5 @@
-"""The control requests a running pruner answers: `tiermem prune --now` and `tiermem audit`. The
+"""The control requests a running pruner answers: `tiermem prune --now`, `tiermem audit user` and
+`tiermem audit value`. The
 running pruner owns the stores (a Qdrant Edge shard cannot be opened by a second process), so the CLI
 asks it over core NATS request/reply, one replica per request through a queue group."""
 
@@ -16,6 +17,7 @@ from services.common.runtime.broker import connect_nats
 from services.common.runtime.dead_letters import describe_error
 from services.common.runtime.resources import ServiceContext
 from services.common.stores.erasure import CONTROL_QUEUE, AuditRequest, ControlReply, audit_user, control_subject
+from services.common.stores.value_places import PlaceStores, ValueAuditRequest, audit_value
 from services.pruner.logic import Clock
 from services.pruner.prune import prune_once
 from services.pruner.settings import PrunerSettings
@@ -56,7 +58,23 @@ async def serve_control(ctx: ServiceContext[PrunerSettings], clock: Clock) -> Na
 
         await _reply(msg, audit)
 
+    async def on_audit_value(msg: Msg) -> None:
+        async def audit() -> BaseModel:
+            request = ValueAuditRequest.model_validate_json(msg.data)
+            stores = PlaceStores(
+                subjects=ctx.subjects,
+                js=nc.jetstream(),
+                index=await ctx.resources.vector_index(),
+                graph=await ctx.resources.graph(),
+                keywords=ctx.resources.keywords(),
+                scan_limit=ctx.settings.scan_limit,
+            )
+            return await audit_value(stores, request.text, tenant_id=request.tenant_id, user_id=request.user_id)
+
+        await _reply(msg, audit)
+
     await nc.subscribe(control_subject(ctx.subjects, "prune"), queue=CONTROL_QUEUE, cb=on_prune)
     await nc.subscribe(control_subject(ctx.subjects, "audit"), queue=CONTROL_QUEUE, cb=on_audit)
+    await nc.subscribe(control_subject(ctx.subjects, "audit_value"), queue=CONTROL_QUEUE, cb=on_audit_value)
     await nc.flush()
     return nc

@@ -13,28 +13,33 @@ Prune rules (DESIGN.md §3):
 - a superseded fact version goes `superseded_grace` after it was superseded;
 - current facts (and the graph) are the semantic tier: no rule here ever touches them.
 
-Redaction: an erased fact is found in text by its value and its sentence ("needles"). Latin-script
-needles match on ASCII word boundaries ("Go" does not match "Google"), case-sensitively when the
-needle has a capital letter (a proper noun) and case-insensitively otherwise; needles in other scripts
-match as substrings, because Korean particles attach to the word ("부산에서"). Every sentence that
-mentions a needle is dropped, so the rebuilt summary cannot state the fact again; this errs on the
+Redaction: an erased fact is found in text by its value, its sentence and the graph's names for the
+value ("needles", matched as phrases: `services.common.domain.value_text` says how). Every sentence
+that mentions a needle is dropped, so the rebuilt summary cannot state the fact again; this errs on the
 side of forgetting a little too much."""
 
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 from uuid import UUID
 
 from contracts import Message, SessionCompleted
 from services.common.domain.sentences import split_sentences
+from services.common.domain.value_text import Needle, fact_needles, make_needle, mentions, value_mentions
 from services.common.stores.episodes import PointTimes
 from services.common.stores.facts import FactLifetime
+
+__all__ = [
+    "Needle",
+    "fact_needles",
+    "make_needle",
+    "mentions",
+    "value_mentions",
+]
 
 Clock = Callable[[], datetime]
 """Returns the current time (timezone-aware). Injected so tests control it."""
@@ -194,62 +199,6 @@ def add_counts(total: dict[str, int], more: Mapping[str, int]) -> dict[str, int]
 
 # --------------------------------------------------------------------------------------------------
 # Finding an erased fact in text
-
-
-@dataclass(frozen=True, slots=True)
-class Needle:
-    """One piece of erased text and how to find it."""
-
-    text: str
-    case_sensitive: bool
-    pattern: re.Pattern[str]
-
-    def found_in(self, text: str) -> bool:
-        normalised = unicodedata.normalize("NFKC", text)
-        return self.pattern.search(normalised if self.case_sensitive else normalised.casefold()) is not None
-
-
-def _is_ascii_word_char(char: str) -> bool:
-    return char.isascii() and char.isalnum()
-
-
-def make_needle(text: str) -> Needle | None:
-    """A needle for `text`, or None when nothing is left after normalising whitespace."""
-    normalised = re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip()
-    if not normalised:
-        return None
-    case_sensitive = any(char.isupper() for char in normalised)
-    folded = normalised if case_sensitive else normalised.casefold()
-    # Whitespace inside the needle matches any run of whitespace in the text.
-    body = r"\s+".join(re.escape(part) for part in folded.split(" "))
-    left = r"(?<![A-Za-z0-9])" if _is_ascii_word_char(folded[0]) else ""
-    right = r"(?![A-Za-z0-9])" if _is_ascii_word_char(folded[-1]) else ""
-    return Needle(text=normalised, case_sensitive=case_sensitive, pattern=re.compile(left + body + right))
-
-
-def fact_needles(value: str, text: str) -> list[Needle]:
-    """The needles of a fact: its value and its sentence."""
-    needles = [make_needle(value), make_needle(text)]
-    unique: dict[str, Needle] = {}
-    for needle in needles:
-        if needle is not None:
-            unique.setdefault(needle.text, needle)
-    return list(unique.values())
-
-
-def mentions(text: str, needles: Sequence[Needle]) -> bool:
-    return any(needle.found_in(text) for needle in needles)
-
-
-def value_mentions(value: Any, needles: Sequence[Needle]) -> bool:
-    """True when any string inside `value` (nested dicts and lists included) mentions a needle."""
-    if isinstance(value, str):
-        return mentions(value, needles)
-    if isinstance(value, Mapping):
-        return any(value_mentions(key, needles) or value_mentions(item, needles) for key, item in value.items())
-    if isinstance(value, list | tuple):
-        return any(value_mentions(item, needles) for item in value)
-    return False
 
 
 def session_mentions(event: SessionCompleted, needles: Sequence[Needle]) -> bool:

@@ -199,7 +199,7 @@ async def audit_user(
 # --------------------------------------------------------------------------------------------------
 # Control requests to a running pruner
 
-ControlCommand = Literal["prune", "audit"]
+ControlCommand = Literal["prune", "audit", "audit_value"]
 CONTROL_QUEUE = "pruner-control"
 
 
