@@ -22,6 +22,7 @@ from services.common.domain.ids import deterministic_uuid, is_uuid
 from services.common.domain.owner import Owner
 from services.common.runtime.durable_consumer import Delivery, PoisonMessage
 from services.common.runtime.resources import ServiceContext
+from services.common.stores.value_places import erasure_progress_bucket
 from services.pruner.erasure_steps import (
     EpisodeErasure,
     ErasureIncomplete,
@@ -48,8 +49,7 @@ class ProgressStore:
 
     def __init__(self, js: JetStreamContext, subjects: Subjects, settings: PrunerSettings) -> None:
         self._js = js
-        dlq = subjects.dead_letter_stream
-        self.bucket = (dlq.removesuffix("_DLQ") if dlq.endswith("_DLQ") else dlq) + "_ERASURE"
+        self.bucket = erasure_progress_bucket(subjects)
         self._ttl_s = settings.erasure_progress_ttl_hours * 3600
         self._replicas = settings.nats.replicas
         self._kv: KeyValue | None = None
@@ -156,6 +156,7 @@ class ErasureRunner:
             removed=dict(sorted(progress.removed.items())),
         )
         progress.completed = completed.model_dump_json()
+        progress.needles = []  # the erased text itself: kept only while the erasure may still resume
         await store.save(key, progress)
         await self._publish_completed(completed)
         self._ctx.count(f"erasures_{event.target.kind}")
@@ -194,7 +195,7 @@ class ErasureRunner:
                 return []  # verified and settled before a crash: re-running would erase the user's newer work
             return UserErasure(scope, str(event.event_id), progress, event.requested_at).steps()
         if event.target.kind == "fact":
-            return (await fact_erasure(scope, event, progress)).steps()
+            return (await fact_erasure(scope, event, progress, self._ctx.resources.keywords())).steps()
         episode_id = str(event.target.item_id)  # the contract requires an item id unless kind is 'user'
         return EpisodeErasure(scope, episode_id, await episode_sessions(scope, episode_id, progress)).steps()
 

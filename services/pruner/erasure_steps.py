@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -33,12 +33,12 @@ from services.common.stores.facts import StoredFact
 from services.common.stores.maintenance import PointText
 from services.common.stores.tombstones import Tombstone, TombstoneStore
 from services.common.stores.vector.port import SearchFilter
-from services.pruner.logic import Needle, add_counts, mentions, value_mentions
+from services.pruner.logic import add_counts
 
 if TYPE_CHECKING:
     from services.common.stores.episodes import EpisodeStore
     from services.common.stores.facts import FactStore
-    from services.common.stores.graph.repository import EntityRecord, GraphRepository
+    from services.common.stores.graph.repository import GraphRepository
     from services.common.stores.vector.port import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -166,22 +166,6 @@ def with_inner_payload(data: Any) -> Any:
 
 def graph_counts(counts: dict[str, int]) -> dict[str, int]:
     return {f"graph_{name}": count for name, count in counts.items()}
-
-
-def point_mentions(point: PointText, needles: Sequence[Needle]) -> bool:
-    return bool(needles) and any(mentions(text, needles) for text in point.texts)
-
-
-async def user_entities_mentioning(
-    graph: GraphRepository, owner: Owner, needles: Sequence[Needle]
-) -> list[EntityRecord]:
-    """Entities the user contributed to whose name or an alias mentions a needle."""
-    found: dict[str, EntityRecord] = {}
-    for needle in needles:
-        for entity in await graph.search_entities(owner, needle.text, limit=200):
-            if owner.user_id in entity.user_ids and value_mentions([entity.name, *entity.aliases], needles):
-                found[entity.key] = entity
-    return list(found.values())
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,57 +1,43 @@
-"""The steps that erase one fact. The fact is found in text by its value and its sentence (the
-needles, see `logic`): every raw session stating it is replaced by a redacted copy the summariser
-rebuilds its episode from, and every event, dead letter, point and entity still naming it goes."""
+"""The steps that erase one fact: one redaction per place a value can reach (`PLACES` in
+`services/common/stores/value_places`), in that list's order, then a verification that searches every
+place again with the same finders. A place without a redaction here stops the erasure before it
+starts (`FactErasure.steps`), so a store added to the list cannot be forgotten.
+
+What is searched for is the fact's value, its sentence and the graph's names for the value (the
+needles, see `value_needles`): every raw session stating it is replaced by a redacted copy the
+summariser rebuilds its episode from (both roles: the assistant's echo goes too), and every event,
+dead letter, point, keyword vector and entity still naming it goes."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from contracts import ErasureRequested, SessionCompleted
 from services.common.domain.ids import deterministic_uuid
+from services.common.gateways.keywords import KeywordEncoder
 from services.common.stores.erasure import delete_message, stream_messages
-from services.common.stores.vector.port import SearchFilter
+from services.common.stores.value_places import (
+    PLACES,
+    PlaceStores,
+    entities_naming,
+    json_or_text,
+)
+from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES, SearchFilter
 from services.pruner.erasure_steps import (
     ErasureIncomplete,
     ErasureProgress,
     ErasureScope,
-    MessageMatch,
     Step,
     graph_counts,
-    json_or_text,
-    point_mentions,
-    user_entities_mentioning,
-    with_inner_payload,
 )
-from services.pruner.logic import (
-    Needle,
-    add_counts,
-    fact_needles,
-    make_needle,
-    redact_session,
-    session_mentions,
-    value_mentions,
-)
+from services.pruner.logic import Needle, add_counts, redact_session, value_mentions
+from services.pruner.value_needles import fact_needles_of
 
 log = logging.getLogger(__name__)
 
-
-async def fact_needles_of(scope: ErasureScope, fact_id: str, progress: ErasureProgress) -> list[Needle]:
-    """What to search for, recorded in the progress with the fact's sessions: the fact point is
-    deleted along the way, and a resumed erasure must still know what it was looking for."""
-    stored = await scope.facts.get(scope.owner, [fact_id])
-    if stored:
-        fact = stored[0].fact
-        found = fact_needles(fact.value, fact.text)
-        progress.needles = sorted({*(progress.needles or []), *(needle.text for needle in found)})
-        fact_sessions = [p.session_id for p in fact.provenance if p.session_id]
-        progress.session_ids = sorted({*progress.session_ids, *fact_sessions})
-    elif progress.needles is None:
-        # No user id (nor memory text) at WARNING: the fact id joins the request's records.
-        log.warning("fact %s of tenant %s not found: nothing to erase", fact_id, scope.owner.tenant_id)
-        progress.needles = []
-    return [needle for needle in (make_needle(text) for text in progress.needles) if needle is not None]
+Redactor = Callable[[], Awaitable[dict[str, int]]]
 
 
 def _parse_session(data: bytes | None) -> SessionCompleted | None:
@@ -64,44 +50,62 @@ def _parse_session(data: bytes | None) -> SessionCompleted | None:
 
 @dataclass(frozen=True)
 class FactErasure:
-    """One fact goes, with every statement of it the pipeline derived or stored."""
+    """One fact goes, with its value wherever it reached."""
 
     scope: ErasureScope
+    stores: PlaceStores
     event: ErasureRequested
     fact_id: str
     needles: Sequence[Needle]
     provenance_sessions: frozenset[str]
 
+    def redactors(self) -> dict[str, Redactor]:
+        return {
+            "sessions": self.sessions,
+            "derived_events": self.derived_events,
+            "dead_letters": self.dead_letters,
+            "episodes": self.episodes,
+            "passages": self.passages,
+            "facts": self.facts,
+            "keywords": self.keywords,
+            "graph": self.graph_entities,
+            # The erasure's own working copy: cleared by the runner when the erasure completes.
+            "erasure_progress": self.nothing,
+        }
+
     def steps(self) -> list[Step]:
-        return [
-            ("sessions", self.sessions),
-            ("derived_events", self.derived_events),
-            ("dead_letters", self.dead_letters),
-            ("vectors", self.vectors),
-            ("graph", self.graph_entities),
-            ("verify", self.verify),
-        ]
+        redactors = self.redactors()
+        missing = [place.name for place in PLACES if place.name not in redactors]
+        if missing:
+            raise RuntimeError(f"no redaction for the places {missing}: a fact erasure would leave its value there")
+        return [*((place.name, redactors[place.name]) for place in PLACES), ("verify", self.verify)]
 
-    def _derived_mention(self, subject: str, data: object) -> bool:
-        return not self.scope.is_erasure_record(subject) and value_mentions(data, self.needles)
+    async def _find(self, name: str) -> list[str]:
+        place = next(place for place in PLACES if place.name == name)
+        return await place.find(self.stores, self.scope.owner, self.needles) if self.needles else []
 
-    def _dead_letter_mention(self, _subject: str, data: object) -> bool:
-        return value_mentions(with_inner_payload(data), self.needles)
+    async def nothing(self) -> dict[str, int]:
+        return {}
 
     # ---- raw sessions -------------------------------------------------------------------------
 
     async def sessions(self) -> dict[str, int]:
-        """Replace every raw session that states the fact by a redacted copy (new event id, same
-        session id), after removing the episode built from the original, so the episodic-summarizer
-        rebuilds the episode from the remaining raw text — never from the old summary."""
+        """Replace every raw session that mentions the value (in any role's message, a name or the
+        metadata) by a redacted copy (new event id, same session id), after removing the episode built
+        from the original, so the episodic-summarizer rebuilds the episode from the remaining raw text —
+        never from the old summary."""
         scope = self.scope
         removed: dict[str, int] = {}
         matched_sessions: set[str] = set()
         if not self.needles:
             return removed
         async for message in stream_messages(scope.js(), scope.subjects.session_stream, scope.session_subject):
+            if message.seq is None or not value_mentions(json_or_text(message.data), self.needles):
+                continue
             session = _parse_session(message.data)
-            if session is None or message.seq is None or not session_mentions(session, self.needles):
+            if session is None:
+                if await delete_message(scope.js(), scope.subjects.session_stream, message.seq):
+                    add_counts(removed, {"session_messages": 1})
                 continue
             matched_sessions.add(session.session_id)
             add_counts(removed, await self._replace_session(session, message.seq))
@@ -126,7 +130,10 @@ class FactErasure:
         add_counts(removed, await self._delete_episodes_with_graph(stale))
         if redacted is not None:
             await scope.publisher.publish(
-                redacted, scope.session_subject, msg_id=str(redacted_id), stream=scope.subjects.session_stream
+                redacted,
+                scope.session_subject,
+                msg_id=str(redacted_id),
+                stream=scope.subjects.session_stream,
             )
             add_counts(removed, {"sessions_rebuilt": 1})
         else:
@@ -138,6 +145,8 @@ class FactErasure:
     async def _delete_episodes_with_graph(self, episode_ids: list[str]) -> dict[str, int]:
         scope = self.scope
         removed: dict[str, int] = {}
+        if not episode_ids:
+            return removed
         for episode_id in episode_ids:
             add_counts(removed, graph_counts(await scope.graph.delete_episode(scope.owner, episode_id)))
         passages = (await scope.episodes.delete(scope.owner, episode_ids)).passages
@@ -146,41 +155,59 @@ class FactErasure:
     # ---- derived data -------------------------------------------------------------------------
 
     async def derived_events(self) -> dict[str, int]:
-        scope = self.scope
-        removed = await scope.delete_messages(
-            scope.subjects.derived_stream, scope.derived_filter, self._derived_mention
-        )
-        return {"derived_events": removed}
+        seqs = await self._find("derived_events")
+        return {"derived_events": await self._delete_seqs(self.scope.subjects.derived_stream, seqs)}
 
     async def dead_letters(self) -> dict[str, int]:
-        scope = self.scope
-        removed = await scope.delete_messages(
-            scope.subjects.dead_letter_stream, scope.dead_letter_filter, self._dead_letter_mention
-        )
-        return {"dead_letters": removed}
+        seqs = await self._find("dead_letters")
+        return {"dead_letters": await self._delete_seqs(self.scope.subjects.dead_letter_stream, seqs)}
 
-    async def vectors(self) -> dict[str, int]:
+    async def _delete_seqs(self, stream: str, seqs: Sequence[str]) -> int:
+        js = self.scope.js()
+        return sum([int(await delete_message(js, stream, int(seq))) for seq in seqs])
+
+    async def episodes(self) -> dict[str, int]:
+        return await self._delete_episodes_with_graph(await self._find("episodes"))
+
+    async def passages(self) -> dict[str, int]:
+        stale = await self._find("passages")
+        return {"passages": await self.scope.episodes.delete_passages(self.scope.owner, stale)} if stale else {}
+
+    async def facts(self) -> dict[str, int]:
+        """Other facts stating the value lost their source too; the erased fact goes last."""
         scope = self.scope
-        owner = scope.owner
-        texts = await scope.texts()
-        stale = [point.point_id for point in texts["episodes"] if point_mentions(point, self.needles)]
-        stale_passages = [point.point_id for point in texts["passages"] if point_mentions(point, self.needles)]
-        removed = await self._delete_episodes_with_graph(stale)
-        if stale_passages:
-            add_counts(removed, {"passages": await scope.episodes.delete_passages(owner, stale_passages)})
-        # Other facts stated in the removed sentences lost their source too; the erased fact goes last.
-        doomed = [p.point_id for p in texts["facts"] if p.point_id != self.fact_id and point_mentions(p, self.needles)]
+        doomed = [point_id for point_id in await self._find("facts") if point_id != self.fact_id]
+        removed: dict[str, int] = {}
         if doomed:
-            add_counts(removed, {"facts": await scope.facts.delete(owner, doomed)})
-        add_counts(removed, {"facts": await scope.facts.delete(owner, [self.fact_id])})
+            add_counts(removed, {"facts": await scope.facts.delete(scope.owner, doomed)})
+        return add_counts(removed, {"facts": await scope.facts.delete(scope.owner, [self.fact_id])})
+
+    async def keywords(self) -> dict[str, int]:
+        """Points whose keyword vector still holds every term of a needle (their text was already
+        searched: this is the index itself)."""
+        by_collection: dict[str, list[str]] = {}
+        for hit in await self._find("keywords"):
+            collection, _, point_id = hit.partition(":")
+            by_collection.setdefault(collection, []).append(point_id)
+        scope = self.scope
+        removed = await self._delete_episodes_with_graph(by_collection.get(EPISODES, []))
+        if by_collection.get(PASSAGES):
+            add_counts(
+                removed, {"passages": await scope.episodes.delete_passages(scope.owner, by_collection[PASSAGES])}
+            )
+        if by_collection.get(FACTS):
+            add_counts(removed, {"facts": await scope.facts.delete(scope.owner, by_collection[FACTS])})
         return removed
 
     async def graph_entities(self) -> dict[str, int]:
-        # Normally nothing is left here (the episodes behind the statement were removed with their
-        # sessions); this catches an extraction that ran concurrently with the steps above.
+        """Entities named by the value (a merged alias included) lose every episode of the user that
+        supports them, and with the last one the user's contribution: a personal node goes, a shared
+        one keeps only what other users contributed. Normally the episodes went with their sessions
+        above; this catches an entity whose episode did not state the value literally, and an
+        extraction that ran concurrently with the steps above."""
         scope = self.scope
         removed: dict[str, int] = {}
-        for entity in await user_entities_mentioning(scope.graph, scope.owner, self.needles):
+        for entity in await entities_naming(scope.graph, scope.owner, self.needles, scope.scan_limit):
             log.warning(  # the entity's name is the erased text itself: never logged
                 "fact erasure %s: an entity still names the erased text; removing episodes %s from the graph",
                 self.event.event_id,
@@ -193,50 +220,32 @@ class FactErasure:
     # ---- verification -------------------------------------------------------------------------
 
     async def verify(self) -> dict[str, int]:
-        problems = await self._stored_traces()
-        if self.needles:
-            problems += await self._stream_traces()
-            for entity in await user_entities_mentioning(self.scope.graph, self.scope.owner, self.needles):
-                problems.append(f"graph entity {entity.name!r} ({entity.key})")
+        """Every place searched again with the audit's own finders."""
+        problems: list[str] = []
+        if await self.scope.facts.count(self.scope.owner, SearchFilter(ids=[self.fact_id])):
+            problems.append(f"fact point {self.fact_id}")
+        for place in PLACES:
+            if place.erasure_working_copy:
+                continue
+            left = await self._find(place.name)
+            if left:
+                problems.append(f"{place.name} {left[:5]}")
         if problems:
             raise ErasureIncomplete(f"erased fact {self.fact_id} is still present: {'; '.join(problems)}")
         return {}
 
-    async def _stored_traces(self) -> list[str]:
-        scope = self.scope
-        problems: list[str] = []
-        if await scope.facts.count(scope.owner, SearchFilter(ids=[self.fact_id])):
-            problems.append(f"fact point {self.fact_id}")
-        for collection, points in (await scope.texts()).items():
-            left = [point.point_id for point in points if point_mentions(point, self.needles)]
-            if left:
-                problems.append(f"{collection} {left[:5]}")
-        return problems
 
-    async def _stream_traces(self) -> list[str]:
-        scope = self.scope
-        checks: list[tuple[str, str, MessageMatch]] = [
-            (
-                scope.subjects.session_stream,
-                scope.session_subject,
-                lambda _subject, data: value_mentions(data, self.needles),
-            ),
-            (scope.subjects.derived_stream, scope.derived_filter, self._derived_mention),
-            (scope.subjects.dead_letter_stream, scope.dead_letter_filter, self._dead_letter_mention),
-        ]
-        problems: list[str] = []
-        for stream, subject_filter, matches in checks:
-            left_seqs = [
-                message.seq
-                async for message in stream_messages(scope.js(), stream, subject_filter)
-                if matches(message.subject or "", json_or_text(message.data))
-            ]
-            if left_seqs:
-                problems.append(f"{stream} messages {left_seqs[:5]}")
-        return problems
-
-
-async def fact_erasure(scope: ErasureScope, event: ErasureRequested, progress: ErasureProgress) -> FactErasure:
+async def fact_erasure(
+    scope: ErasureScope, event: ErasureRequested, progress: ErasureProgress, keywords: KeywordEncoder
+) -> FactErasure:
     fact_id = str(event.target.item_id)
     needles = await fact_needles_of(scope, fact_id, progress)
-    return FactErasure(scope, event, fact_id, needles, frozenset(progress.session_ids))
+    stores = PlaceStores(
+        subjects=scope.subjects,
+        js=scope.js(),
+        index=scope.index,
+        graph=scope.graph,
+        keywords=keywords,
+        scan_limit=scope.scan_limit,
+    )
+    return FactErasure(scope, stores, event, fact_id, needles, frozenset(progress.session_ids))

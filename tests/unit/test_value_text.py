@@ -1,0 +1,92 @@
+"""What "the value" of a forgotten fact is (services/common/domain/value_text.py and
+services/pruner/value_needles.py), and that every place a value can reach has a redaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from services.common.domain.value_text import make_needle, needles_of
+from services.common.stores.graph.repository import EntityRecord
+from services.common.stores.value_places import PLACE_NAMES
+from services.pruner.fact_erasure import FactErasure
+from services.pruner.value_needles import names_for_value
+
+
+def _found(needle_text: str, text: str) -> bool:
+    needle = make_needle(needle_text)
+    assert needle is not None
+    return needle.found_in(text)
+
+
+def test_the_value_is_a_phrase_matched_case_insensitively_with_plural_and_hyphen_forms() -> None:
+    assert _found("Xanthorrhoea nuts", "I'm allergic to xanthorrhoea nuts.")
+    assert _found("Xanthorrhoea nuts", "no XANTHORRHOEA-NUT sauce, please")
+    assert _found("Xanthorrhoea nuts", "a Xanthorrhoea\nnut")
+    assert _found("I’m vegan", "I'm vegan")  # curly and straight apostrophes are one
+    assert _found("Busan", "busan에서")
+
+
+def test_what_only_shares_a_word_with_the_value_is_not_the_value() -> None:
+    assert not _found("Xanthorrhoea nuts", "Noted: Xanthorrhoea allergy")  # that is the entity's name, below
+    assert not _found("pine nuts", "I'm allergic to peanuts")
+    assert not _found("pine nuts", "pineapple nuts")
+    assert not _found("cashew allergy", "the allergy clinic is on Tuesday")
+    assert not _found("cashew allergy", "I love peanut butter")
+
+
+def test_a_short_capitalised_word_keeps_its_case() -> None:
+    assert _found("Go", "written in Go.")
+    assert not _found("Go", "let's go home")
+    assert _found("AWS", "on AWS")
+    assert not _found("AWS", "aws")
+
+
+def test_needles_are_distinct_and_skip_blank_texts() -> None:
+    assert [n.text for n in needles_of(["Busan", " ", "Busan", "The user lives in Busan."])] == [
+        "Busan",
+        "The user lives in Busan.",
+    ]
+
+
+def _entity(name: str, aliases: tuple[str, ...] = (), episodes: tuple[str, ...] = ("e1",)) -> EntityRecord:
+    return EntityRecord(
+        key=f"key-{name}",
+        tenant_id="acme",
+        scope="personal",
+        name=name,
+        name_norm=name.casefold(),
+        entity_type="other",
+        aliases=aliases,
+        user_ids=("carol",),
+        episode_ids=episodes,
+        merged_keys=(),
+        created_at_ts=None,
+        updated_at_ts=None,
+    )
+
+
+def test_the_graphs_names_for_the_value_and_every_merged_alias_are_part_of_it() -> None:
+    merged = _entity("Xanthorrhoea", aliases=("Xanthorhoea",), episodes=("e1", "e2"))
+    names = names_for_value("Xanthorrhoea nuts", [merged], frozenset({"e1"}))
+    assert names == ["Xanthorrhoea", "Xanthorhoea"]
+
+
+def test_generic_short_and_unrelated_entities_are_not_part_of_the_value() -> None:
+    entities = [
+        _entity("nuts"),  # a common noun: forgetting it would forget "pine nuts"
+        _entity("Xa"),  # too short to be told from a word
+        _entity("Xanthorrhoea", episodes=("elsewhere",)),  # not observed with the fact
+        _entity("Priya Raman"),  # observed with it, but not in the value
+    ]
+    assert names_for_value("Xanthorrhoea nuts", entities, frozenset({"e1"})) == []
+    # An API save has no episode: an entity named exactly the value still counts.
+    exact = _entity("Xanthorrhoea", aliases=("X. nuts",), episodes=("elsewhere",))
+    assert names_for_value("Xanthorrhoea", [exact], frozenset({"e1"})) == ["Xanthorrhoea", "X. nuts"]
+    assert names_for_value("Xanthorrhoea nuts", [exact], frozenset()) == ["Xanthorrhoea", "X. nuts"]
+
+
+def test_every_place_a_value_can_reach_has_a_redaction() -> None:
+    unbuilt: Any = None
+    erasure = FactErasure(unbuilt, unbuilt, unbuilt, "fact", [], frozenset())
+    assert tuple(erasure.redactors()) == PLACE_NAMES
+    assert [name for name, _ in erasure.steps()] == [*PLACE_NAMES, "verify"]
