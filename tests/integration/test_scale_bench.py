@@ -48,9 +48,6 @@ def test_the_scale_bench_runs_tiny_and_reports_every_field(tmp_path: Path) -> No
     # Timed from the client in another process, each call with its own query-embedding floor sample.
     assert power["query_embedding"]["calls"] == power["calls"] and power["over_embedding_p99"] > 0
     assert power["exhaustive"]["calls"] == power["calls"] and "power user L0 / its query embedding" in finished.stdout
-    # Too few memories here for postings in memory: both sides of the comparison are Edge's own search.
-    assert power["keyword_top_hit_changed_share"] == 0 and power["keyword_postings_load_s"] >= 0
-    assert "their keyword postings in memory" in finished.stdout
     assert set(report["growth"]) == {"recurring_topics", "one_matching_session"}
     for growth in report["growth"].values():
         assert [row["sessions"] for row in growth] == report["plan"]["growth_sessions"]

@@ -49,6 +49,7 @@ from services.common.runtime.resources import Resources
 from services.common.stores.episodes import Episode, EpisodeStore, episode_payload
 from services.common.stores.vector.adapter_support import DENSE_VECTOR, SPARSE_VECTOR, owned_payload
 from services.common.stores.vector.edge import EdgeVectorIndex
+from services.common.stores.vector.edge_window import DEFAULT_WINDOW_POINTS
 from services.common.stores.vector.port import (
     EPISODES,
     FACTS,
@@ -326,8 +327,9 @@ async def power_user_phase(
 ) -> dict[str, Any]:
     """One user with `power_user_memories` memories (50k at scale >= 0.1): L0 latency for that user,
     whose searches scan the most points (no HNSW is built in the request process: edge.py), with the
-    recent-window-first dense search (edge_window.py) and, on the same shards, exhaustive; and how
-    often the window changes the top hit of the L0 episode search (`top_hit_changed_share`)."""
+    recent-window-first dense search (edge_window.py) and, on the same shards reopened without a window,
+    exhaustive; and how often the window changes the top hit of the L0 episode search
+    (`top_hit_changed_share`). Closes `index`."""
     owner = Owner(TENANT, POWER_USER)
     store = EpisodeStore(index, HashEmbedder(), keywords)
     bases = base_sentences(500, random.Random(plan.seed + 11))
@@ -338,62 +340,30 @@ async def power_user_phase(
     # The top-hit comparison embeds the questions like the seeded memories (word-hash vectors): real query
     # vectors against word-hash memory vectors would make the dense half noise, and the comparison meaningless.
     probes = await search_probes(HashEmbedder(), keywords, [(POWER_USER, text) for text in questions])
-    window = index.dense_windows.size
-    # Their first search starts loading their keyword postings in the background; timed once loaded.
-    started = time.perf_counter()
-    await episode_search(index, probes[0])
-    await index.owner_terms.wait_for_loads()
-    postings_load_s = time.perf_counter() - started
-    keyword_changed = await _keyword_top_hits_changed(index, probes)
     async with serving(resources, work) as http, driver_beside(http) as driver:
         windowed = await driven_calls(driver, resources.embedder(), bodies)
         windowed_tops = [(await episode_search(index, probe))[:1] for probe in probes]
-        index.dense_windows.size = None
-        try:
+    await index.close()  # the window is a setting of the index: the same shards, opened without one
+    exhaustive_index = EdgeVectorIndex(work / "edge", optimize_threshold=None, dense_window=None)
+    await open_index(exhaustive_index, HashEmbedder().dim)
+    settings = RecallApiSettings(data_dir=work)
+    exhaustive_resources = Resources(
+        settings, _vector_index=exhaustive_index, _embedder=resources.embedder(), _keywords=keywords
+    )
+    try:
+        async with serving(exhaustive_resources, work) as http, driver_beside(http) as driver:
             exhaustive = await driven_calls(driver, resources.embedder(), bodies)
-            exhaustive_tops = [(await episode_search(index, probe))[:1] for probe in probes]
-        finally:
-            index.dense_windows.size = window
+            exhaustive_tops = [(await episode_search(exhaustive_index, probe))[:1] for probe in probes]
+    finally:
+        await exhaustive_index.close()
     changed = sum(1 for a, b in zip(windowed_tops, exhaustive_tops, strict=True) if a != b)
     return {
         "memories": plan.power_user_memories,
-        "dense_window": window,
+        "dense_window": DEFAULT_WINDOW_POINTS,
         **windowed,
         "exhaustive": exhaustive,
         "top_hit_changed_share": round(changed / max(1, len(probes)), 3),
-        "keyword_postings_load_s": round(postings_load_s, 2),
-        "keyword_top_hit_changed_share": keyword_changed,
     }
-
-
-async def _keyword_top_hits_changed(index: EdgeVectorIndex, probes: Sequence[SearchProbe]) -> float:
-    """How often the keyword branch's best score differs between the power user's postings in memory
-    and Edge's own search (edge_owner_terms.py): scores, not ids, because the seeded memories repeat
-    500 sentences, so many tie."""
-
-    async def top_scores() -> list[float]:
-        scores = []
-        for probe in probes:
-            hits = await index.hybrid_query(
-                EPISODES,
-                probe.owner,
-                dense=probe.dense,
-                sparse=probe.sparse,
-                weights=HybridWeights(keyword=1.0, dense=0.0),
-                limit=1,
-                search_filter=episode_filter("private", None, datetime.now(UTC)),
-            )
-            scores.append(round(hits[0].score, 4) if hits else -1.0)
-        return scores
-
-    from_memory = await top_scores()
-    threshold, index.owner_terms.min_points = index.owner_terms.min_points, None
-    try:
-        from_edge = await top_scores()
-    finally:
-        index.owner_terms.min_points = threshold
-    changed = sum(1 for a, b in zip(from_memory, from_edge, strict=True) if a != b)
-    return round(changed / max(1, len(probes)), 3)
 
 
 async def _edge_phase(

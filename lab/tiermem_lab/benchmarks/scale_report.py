@@ -64,10 +64,6 @@ def render_scale(report: dict[str, Any]) -> str:
         f"  power user L0 / its query embedding (client in another process): p50 {power.get('over_embedding_p50')}x, "
         f"p99 {power.get('over_embedding_p99')}x"
     )
-    lines.append(
-        f"  their keyword postings in memory: loaded in {power.get('keyword_postings_load_s')} s (background); "
-        f"top keyword score differs from Edge's own search in {power.get('keyword_top_hit_changed_share')} of queries"
-    )
     if local is not None:
         l0_ratios, search = report["local_over_edge_l0"], report["local_over_edge_search"]
         lines.append(
