@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -118,5 +120,26 @@ def dump_command(
     text = to_json(dumped)
     if out is None:
         sys.stdout.write(text)
-    else:
-        out.write_text(text, encoding="utf-8")
+        return
+    try:
+        write_private(out, text)
+    except OSError as exc:
+        err_console.print(f"[red]error:[/] could not write {out}: {exc.strerror or exc}")
+        raise typer.Exit(2) from exc
+
+
+def write_private(path: Path, text: str) -> None:
+    """`text` into `path`, readable by its owner only, as the data dir it comes from is: the file is
+    0600 from the moment it exists (mkstemp's mode, whatever the umask), written beside the target
+    and renamed over it, so a reader finds the previous file or the whole new one, never a part."""
+    descriptor, staged = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(staged, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged)
+        raise

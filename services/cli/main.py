@@ -54,7 +54,14 @@ def up(
         console.print(f"  recall API  http://127.0.0.1:{settings.http_port}  (OpenAPI at /openapi.json)")
         console.print(f"  NATS        {settings.nats.url}")
         console.print(f"  FalkorDB    {settings.graph.host}:{settings.graph.port}")
-        console.print(f"  API key     {key}  (also in {resolved / 'dev-api-key'})")
+        if key in settings.api_keys:
+            console.print(f"  API key     {key}  (also in {resolved / 'dev-api-key'})")
+        else:
+            # Configured keys replace the dev key (settings.StackFileSource): printing it would hand out a 401.
+            console.print(
+                f"  API keys    the {len(settings.api_keys)} configured in TIERMEM_API_KEYS; the dev key in "
+                f"{resolved / 'dev-api-key'} is not accepted"
+            )
         console.print("Press Ctrl-C to stop.")
 
     try:

@@ -16,6 +16,7 @@ from services.common.runtime.resources import Resources
 from services.common.runtime.root import ServiceRoot, compose
 from services.common.runtime.settings import load_settings
 from services.recall_api.auth import check_api_keys
+from services.recall_api.body_deadline import BodyReadDeadline
 from services.recall_api.http_guard import RequestGuard, install_error_handlers
 from services.recall_api.http_telemetry import HttpTelemetry
 from services.recall_api.mcp_server import build_mcp_server, streamable_http_endpoint
@@ -23,6 +24,7 @@ from services.recall_api.procedures import procedures_router
 from services.recall_api.routes import router
 from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
+from services.recall_api.throttle import FailureThrottle
 from services.recall_api.ui import install_ui
 from services.recall_api.write_routes import write_router
 
@@ -79,17 +81,37 @@ def create_app(settings: RecallApiSettings | None = None, resources: Resources |
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.recall_service = service
+    # One budget of wrong keys per client, spent by the Bearer guard and the /ui login form alike.
+    app.state.auth_throttle = FailureThrottle(
+        per_minute=settings.auth_failures_per_minute,
+        burst=settings.auth_failure_burst,
+        max_clients=settings.auth_throttle_max_clients,
+    )
     app.include_router(router)
     app.include_router(write_router)
     app.include_router(procedures_router)
-    install_ui(app)  # the memory browser under /ui (its own cookie sessions; not behind the Bearer guard)
+    # The memory browser under /ui (its own cookie sessions; not behind the Bearer guard).
+    install_ui(app, max_sessions=settings.ui_max_sessions)
     install_error_handlers(app)
     app.add_middleware(
         RequestGuard,
         api_keys=settings.api_keys,
         max_body_bytes=settings.max_request_bytes,
-        protected=["/v1", settings.mcp_path],
+        protected=protected_paths(settings),
+        throttle=app.state.auth_throttle,
     )
+    app.add_middleware(BodyReadDeadline, timeout_s=settings.body_read_timeout_s)
     app.add_middleware(HttpTelemetry)  # outermost: refused and failed requests are spans and metrics too
     app.router.routes.append(Route(settings.mcp_path, endpoint=mcp_endpoint, include_in_schema=False))
     return app
+
+
+def protected_paths(settings: RecallApiSettings) -> list[str]:
+    """The path prefixes that need the API key: /v1 and MCP always, /metrics and the API docs when
+    the settings say so (both stay open by default: Prometheus scrapes without a key)."""
+    paths = ["/v1", settings.mcp_path]
+    if settings.metrics_require_key:
+        paths.append("/metrics")
+    if settings.docs_require_key:
+        paths += ["/docs", "/redoc", "/openapi.json"]
+    return paths

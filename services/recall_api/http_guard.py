@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.recall_api.auth import bearer_token, tenant_for_key
+from services.recall_api.throttle import FailureThrottle, client_address
 from services.recall_api.write_schemas import ErrorDetail, ErrorResponse
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ _CODES = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     409: "conflict",
     413: "too_large",
     415: "unsupported_media_type",
@@ -129,13 +131,23 @@ class _BodyTooLarge(StarletteHTTPException):
 
 
 class RequestGuard:
-    """Auth before the body, and the body size limit before parsing, for the protected paths."""
+    """Auth before the body, and the body size limit before parsing, for the protected paths. A
+    client over its budget of wrong keys (`throttle`) is refused (429) before its key is checked."""
 
-    def __init__(self, app: ASGIApp, *, api_keys: Mapping[str, str], max_body_bytes: int, protected: Sequence[str]):
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        api_keys: Mapping[str, str],
+        max_body_bytes: int,
+        protected: Sequence[str],
+        throttle: FailureThrottle,
+    ):
         self._app = app
         self._api_keys = api_keys
         self._max = max_body_bytes
         self._protected = tuple(protected)
+        self._throttle = throttle
 
     def _is_protected(self, path: str) -> bool:
         return any(path == prefix or path.startswith(prefix.rstrip("/") + "/") for prefix in self._protected)
@@ -145,7 +157,16 @@ class RequestGuard:
             await self._app(scope, receive, send)
             return
         authorization, declared = _auth_and_length(scope["headers"])
-        if tenant_for_key(self._api_keys, bearer_token(authorization)) is None:
+        presented = bearer_token(authorization)
+        client = client_address(scope)
+        wait_s = self._throttle.retry_after(client) if presented is not None else None
+        if wait_s is not None:
+            await discard_refused_body(scope, receive)
+            await _send_error(send, 429, "too many wrong API keys from this client", {"retry-after": str(wait_s)})
+            return
+        if tenant_for_key(self._api_keys, presented) is None:
+            if presented is not None:
+                self._throttle.failed(client)
             await discard_refused_body(scope, receive)
             await _send_error(send, 401, "missing or invalid API key", {"www-authenticate": "Bearer"})
             return

@@ -167,3 +167,39 @@ class RecallApiSettings(TierMemSettings):
     mcp_user_id: str | None = Field(
         default=None, description="Pins the stdio MCP server to one user (tools then need no user_id)."
     )
+
+    # ---- authentication and exposure ------------------------------------------------------------
+    # services/recall_api/throttle.py: only wrong keys spend the budget; behind a proxy, set uvicorn's
+    # FORWARDED_ALLOW_IPS to the proxy's addresses, or every client shares the proxy's budget.
+    auth_failures_per_minute: float = Field(
+        default=10.0,
+        gt=0,
+        description="Wrong API keys (Bearer or /ui login) a client address may present per minute once its "
+        "burst is spent; beyond, it gets 429 with Retry-After before its key is checked.",
+    )
+    auth_failure_burst: int = Field(
+        default=20, ge=1, description="Wrong API keys a client address may present at once before it is throttled."
+    )
+    auth_throttle_max_clients: int = Field(
+        default=10_000, ge=1, description="Client addresses whose wrong keys are remembered (oldest dropped first)."
+    )
+    metrics_require_key: bool = Field(
+        default=False,
+        description="Put /metrics behind the API key (Bearer). Off by default so Prometheus can scrape it; it "
+        "carries counts and latencies, never memory text or ids.",
+    )
+    docs_require_key: bool = Field(
+        default=False,
+        description="Put /docs, /redoc and /openapi.json behind the API key (Bearer); /docs in a browser then "
+        "cannot load the schema.",
+    )
+    body_read_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Time a request has, from its arrival, to send its whole body; beyond it the answer is 408.",
+    )
+    ui_max_sessions: int = Field(
+        default=10_000,
+        ge=1,
+        description="Live memory-browser sessions kept per process (logout ends one; past this the oldest ends).",
+    )

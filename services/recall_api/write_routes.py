@@ -8,7 +8,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, status
 
-from contracts import SessionCompleted
 from contracts.events import Channel, Scope
 from services.common.domain.facts import FactStatus
 from services.recall_api.errors import FactRejected, StoreUnavailable, found_or_raise
@@ -30,6 +29,7 @@ from services.recall_api.write_schemas import (
     SessionAccepted,
     SessionBatchRequest,
     SessionBatchResponse,
+    SessionSubmission,
 )
 
 MemoryId = Annotated[str, Path(max_length=128, description="Episode or fact id (a UUID).")]
@@ -57,14 +57,15 @@ def _event_not_found() -> HTTPException:
     summary="Add a finished conversation (SessionCompleted)",
 )
 async def sessions_add(
-    body: Annotated[SessionCompleted, Body(openapi_examples={"session": {"value": _SESSION_EXAMPLE}})],
+    body: Annotated[SessionSubmission, Body(openapi_examples={"session": {"value": _SESSION_EXAMPLE}})],
     tenant: Tenant,
     service: Service,
 ) -> SessionAccepted:
     """Validated with the limits of `tiermem ingest`, published with `Nats-Msg-Id` = `event_id`: posting
-    the same event again answers `duplicate: true` and changes nothing."""
+    the same event again answers `duplicate: true` and changes nothing. `tenant_id` may be left out:
+    the API key decides it (one naming another tenant is refused, 403)."""
     try:
-        return await service.add_session(tenant, body)
+        return await service.add_session(tenant, body.for_tenant(tenant))
     except WrongTenant as exc:
         raise FieldError("tenant_id", str(exc), status.HTTP_403_FORBIDDEN) from exc
     except SessionRejected as exc:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.events import Channel, CleanText, Scope, SubjectToken
+from contracts.events import Channel, CleanText, Scope, SessionCompleted, SubjectToken
 from services.common.domain.facts import FactSource, FactStatus, Volatility
 
 ListKind = Literal["episode", "fact", "all"]
@@ -44,6 +44,21 @@ class ErrorResponse(BaseModel):
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class SessionSubmission(SessionCompleted):
+    """A SessionCompleted as `POST /v1/sessions` takes it: the API key decides the tenant, so
+    `tenant_id` may be left out (as in a batch and over MCP); one naming another tenant is refused."""
+
+    tenant_id: SubjectToken | None = Field(  # type: ignore[assignment]
+        default=None, description="Tenant that owns the conversation; optional, the API key's when left out."
+    )
+
+    def for_tenant(self, tenant_id: str) -> SessionCompleted:
+        """The event with the key's tenant filled in when it names none (another one is kept, to be refused)."""
+        return SessionCompleted.model_validate(
+            {**self.model_dump(mode="json"), "tenant_id": self.tenant_id or tenant_id}
+        )
 
 
 class SessionAccepted(BaseModel):

@@ -13,7 +13,7 @@ from services.recall_api.ui.actions import actions_router
 from services.recall_api.ui.body_limit import UiBodyLimit
 from services.recall_api.ui.pages import pages_router
 from services.recall_api.ui.rendering import LoginRequired, UiError, error_page, redirect
-from services.recall_api.ui.session import SessionSigner
+from services.recall_api.ui.session import MAX_LIVE_SESSIONS, SessionSigner
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -30,9 +30,10 @@ async def _ui_error(request: Request, exc: Exception) -> Response:
     return error_page(request, exc.status_code, exc.message)
 
 
-def install_ui(app: FastAPI) -> None:
-    """Mount the memory browser on the recall API's app (once, in `create_app`)."""
-    app.state.ui_signer = SessionSigner()
+def install_ui(app: FastAPI, *, max_sessions: int = MAX_LIVE_SESSIONS) -> None:
+    """Mount the memory browser on the recall API's app (once, in `create_app`, after
+    `app.state.auth_throttle` is set: the login form spends the same budget of wrong keys)."""
+    app.state.ui_signer = SessionSigner(max_live_sessions=max_sessions)
     app.include_router(pages_router)
     app.include_router(actions_router)
     app.mount("/ui/static", StaticFiles(directory=STATIC_DIR), name="ui-static")

@@ -22,6 +22,7 @@ from services.recall_api.schemas import (
     MemoryItem,
     SearchRequest,
 )
+from services.recall_api.throttle import client_address
 from services.recall_api.ui.graph_layout import graph_view
 from services.recall_api.ui.l0_explain import explain_auto
 from services.recall_api.ui.rendering import (
@@ -35,6 +36,7 @@ from services.recall_api.ui.rendering import (
     require_csrf,
     service_of,
     signer_of,
+    throttle_of,
     unavailable_page,
 )
 from services.recall_api.ui.session import COOKIE_NAME
@@ -56,8 +58,19 @@ def _invalid(request: Request, exc: ValidationError, session: Any) -> Response:
 
 @actions_router.post("/login")
 async def login(request: Request, api_key: Annotated[str, Form(max_length=500)] = "") -> Response:
+    """A wrong key spends the client's budget of wrong keys (shared with /v1's Bearer keys); over it,
+    the form is refused before the key is checked (throttle.py)."""
     service = service_of(request)
+    throttle, client = throttle_of(request), client_address(request.scope)
+    wait_s = throttle.retry_after(client)
+    if wait_s is not None:
+        log.info("memory browser: login throttled")
+        refused = error_page(request, status.HTTP_429_TOO_MANY_REQUESTS, "Too many wrong keys: try again later.")
+        refused.headers["Retry-After"] = str(wait_s)
+        return refused
     if tenant_for_key(service.settings.api_keys, api_key.strip() or None) is None:
+        if api_key.strip():
+            throttle.failed(client)
         log.info("memory browser: login refused")
         return render(request, "login.html", {"failed": True}, status_code=status.HTTP_401_UNAUTHORIZED, session=None)
     response = redirect("/ui")
@@ -74,8 +87,10 @@ async def login(request: Request, api_key: Annotated[str, Form(max_length=500)] 
 
 
 @actions_router.post("/logout")
-async def logout(session: Session, csrf: Csrf = None) -> Response:
+async def logout(request: Request, session: Session, csrf: Csrf = None) -> Response:
+    """Ends the session on the server too: a copy of the cookie replayed afterwards is refused."""
     require_csrf(session, csrf)
+    signer_of(request).revoke(request.cookies.get(COOKIE_NAME))
     response = redirect("/ui/login")
     response.delete_cookie(COOKIE_NAME, path="/ui", httponly=True, samesite="strict")
     return response

@@ -14,6 +14,7 @@ from fastapi.templating import Jinja2Templates
 from services.recall_api.auth import valid_id
 from services.recall_api.errors import StoreUnavailable
 from services.recall_api.service import RecallService
+from services.recall_api.throttle import FailureThrottle
 from services.recall_api.ui.session import COOKIE_NAME, BrowserSession, SessionSigner, csrf_matches
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,11 @@ def service_of(request: Request) -> RecallService:
 def signer_of(request: Request) -> SessionSigner:
     signer: SessionSigner = request.app.state.ui_signer
     return signer
+
+
+def throttle_of(request: Request) -> FailureThrottle:
+    throttle: FailureThrottle = request.app.state.auth_throttle
+    return throttle
 
 
 # The dependencies are `async def` for the reason given in routes.py: FastAPI runs a plain `def`

@@ -1,0 +1,86 @@
+"""Throttling of wrong API keys, per client address: a `/v1` or MCP request with a wrong Bearer key
+and a wrong key on the memory browser's login form spend the same budget.
+
+Each client address has a token bucket of `burst` failures that refills at `per_minute`. A client
+whose bucket is empty is answered 429 with `Retry-After` *before its key is checked*: were a key
+still checked, a guess that hit would be answered 200 and the throttle would slow nothing. Only
+wrong keys spend the budget, so a client whose keys are right is never throttled however fast it
+calls; a request with no key at all is no guess and spends nothing.
+
+Memory is bounded: at most `max_clients` buckets are kept, the least recently failed one dropped
+first (which forgets that client's failures: an attacker needs as many addresses as the table holds
+to make use of it, and has a larger budget from that many addresses anyway); a bucket that has
+refilled is dropped when next looked at.
+
+The client is the connection's peer address (`scope["client"]`). Behind a reverse proxy or an
+ingress that is the proxy's address, shared by every client, unless uvicorn is told to trust the
+proxy's `X-Forwarded-For` (`FORWARDED_ALLOW_IPS=<proxy addresses>` in the recall API's
+environment); without it, one client's wrong keys throttle everyone behind that proxy."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from starlette.types import Scope
+
+
+@dataclass(slots=True)
+class _Bucket:
+    tokens: float
+    updated: float
+
+
+class FailureThrottle:
+    def __init__(
+        self,
+        *,
+        per_minute: float,
+        burst: int,
+        max_clients: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._rate_per_s = per_minute / 60.0
+        self._burst = float(burst)
+        self._max_clients = max_clients
+        self._clock = clock
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+
+    def retry_after(self, client: str) -> int | None:
+        """Whole seconds until `client` may present a key again, or None when it may now."""
+        bucket = self._refilled(client)
+        if bucket is None or bucket.tokens >= 1.0:
+            return None
+        return max(1, math.ceil((1.0 - bucket.tokens) / self._rate_per_s))
+
+    def failed(self, client: str) -> None:
+        """Spend one failure of `client`'s budget."""
+        bucket = self._refilled(client)
+        if bucket is None:
+            bucket = _Bucket(tokens=self._burst, updated=self._clock())
+        bucket.tokens = max(0.0, bucket.tokens - 1.0)
+        self._buckets[client] = bucket
+        self._buckets.move_to_end(client)
+        while len(self._buckets) > self._max_clients:
+            self._buckets.popitem(last=False)
+
+    def _refilled(self, client: str) -> _Bucket | None:
+        bucket = self._buckets.get(client)
+        if bucket is None:
+            return None
+        now = self._clock()
+        bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.updated) * self._rate_per_s)
+        bucket.updated = now
+        if bucket.tokens >= self._burst:
+            del self._buckets[client]  # as good as new: nothing to remember
+            return None
+        return bucket
+
+
+def client_address(scope: Scope) -> str:
+    """The peer address of the connection (the forwarded client's, when uvicorn trusts the proxy)."""
+    client = scope.get("client")
+    return str(client[0]) if client else "unknown"
