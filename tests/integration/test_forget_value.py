@@ -355,6 +355,10 @@ async def test_forgetting_a_fact_leaves_its_value_nowhere_and_keeps_what_only_sh
     dirty = await asyncio.to_thread(runner.invoke, cli, [*args[:4], "--user", "dave", *args[6:], VALUE])
     assert dirty.exit_code == 1, dirty.output
     assert "sessions" in dirty.output
+    # Without --user every user of the tenant is searched: dave's copy is found.
+    tenant_wide = await asyncio.to_thread(runner.invoke, cli, [*args[:4], *args[6:], VALUE])
+    assert tenant_wide.exit_code == 1, tenant_wide.output
+    assert "acme/dave sessions" in tenant_wide.output and "acme/carol" not in tenant_wide.output
 
 
 async def _idle(stack: ForgetStack) -> None:
