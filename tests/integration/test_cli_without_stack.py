@@ -23,11 +23,12 @@ TIERMEM = [sys.executable, "-m", "services.cli"]
     [
         (["ingest", "{sessions}"], 2),
         (["audit", "user", "acme", "alice", "--timeout", "2"], 2),
+        (["audit", "value", "Busan", "--tenant", "acme", "--timeout", "2"], 2),
         (["prune", "--now", "--timeout", "2"], 1),
         (["dlq", "list"], 2),
         (["dlq", "replay"], 2),
     ],
-    ids=["ingest", "audit", "prune", "dlq-list", "dlq-replay"],
+    ids=["ingest", "audit", "audit-value", "prune", "dlq-list", "dlq-replay"],
 )
 def test_command_without_a_stack_fails_fast_and_says_why(arguments: list[str], exit_code: int, tmp_path: Path) -> None:
     sessions = tmp_path / "sessions.json"
