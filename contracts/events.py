@@ -214,6 +214,13 @@ class ErasureRequested(_Event):
     target: ErasureTarget = Field(description="What to erase.")
     requested_at: EventTime = Field(description=f"When the request was made ({WINDOW_TEXT}).")
     reason: str | None = Field(default=None, max_length=1000, description="Free-text reason, for the audit log.")
+    session_cut: int | None = Field(
+        default=None,
+        ge=0,
+        description="The session stream's last sequence when the request was accepted: a whole-user erasure "
+        "erases raw sessions at or below it and keeps every later one. Absent in requests made before this "
+        "field existed; those are cut when the pruner starts on them.",
+    )
 
 
 class ErasureCompleted(_Event):

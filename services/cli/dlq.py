@@ -24,6 +24,9 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts import DeadLetterRecord, Subjects
+from contracts.events import is_subject_token
+from services.common.domain.ids import MessageId, dedup_headers, owner_message_id, unowned_message_id
+from services.common.domain.owner import Owner
 from services.common.runtime.broker import BrokerUnavailable, connect_nats
 from services.common.runtime.durable_consumer import REPLAY_FOR_HEADER
 from services.common.runtime.settings import TierMemSettings, load_settings
@@ -65,9 +68,12 @@ class ReplayOutcome:
     duplicate: bool
 
 
-def replay_msg_id(record: DeadLetterRecord) -> str:
-    """Deterministic: the same dead letter always republishes under the same id."""
-    return f"dlq-replay-{record.event_id}"
+def replay_msg_id(record: DeadLetterRecord) -> MessageId:
+    """Deterministic: the same dead letter always republishes under the same id (scoped by its owner
+    when the letter names one, like every message id)."""
+    if record.tenant_id and record.user_id and is_subject_token(record.tenant_id) and is_subject_token(record.user_id):
+        return owner_message_id(Owner(record.tenant_id, record.user_id), "dlq-replay", record.event_id)
+    return unowned_message_id("dlq-replay", record.event_id)
 
 
 async def read_dead_letters(
@@ -105,11 +111,7 @@ async def replay_dead_letters(
             record.original_subject,
             record.payload.encode("utf-8"),
             stream=record.original_stream,
-            headers={
-                "Nats-Msg-Id": replay_msg_id(record),
-                "content-type": "application/json",
-                REPLAY_FOR_HEADER: record.consumer,
-            },
+            headers={**dedup_headers(replay_msg_id(record)), REPLAY_FOR_HEADER: record.consumer},
             timeout=10.0,
         )
         with contextlib.suppress(NotFoundError):  # another replay got there first

@@ -13,6 +13,7 @@ from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_expo
 
 from contracts import SessionCompleted, SizeLimits, Subjects
 from contracts.session_input import SessionRejected, parse_session
+from services.common.domain.ids import session_message_id
 from services.common.runtime.broker import build_broker, connect_broker
 from services.common.runtime.publishing import EventPublisher, PublishResult
 from services.common.runtime.settings import TierMemSettings
@@ -116,11 +117,12 @@ class PublishCounts:
 )
 async def _publish_with_retry(publisher: EventPublisher, subjects: Subjects, event: SessionCompleted) -> PublishResult:
     """A publish that failed while the client fails over to another server (or the server restarts)
-    is retried for a bounded time: safe, the event id is the Nats-Msg-Id, so the stream stores it once."""
+    is retried for a bounded time: safe, the message id is the owner and event id (`session_message_id`),
+    so the stream stores it once."""
     return await publisher.publish(
         event,
         subjects.session_completed(event.tenant_id, event.user_id),
-        msg_id=str(event.event_id),
+        msg_id=session_message_id(event),
         stream=subjects.session_stream,
     )
 

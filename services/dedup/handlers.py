@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from faststream.nats import NatsBroker
 
 from contracts import EntityMerged, EntityRef, EntityUpserted, Subjects
-from services.common.domain.ids import deterministic_uuid
+from services.common.domain.ids import owned_uuid, owner_message_id
 from services.common.domain.lru import LruCache
 from services.common.domain.owner import Owner
 from services.common.gateways.embedder import Embedder
@@ -134,7 +134,7 @@ async def _dedup(event: EntityUpserted, owner: Owner, ctx: Context, names: NameE
         return  # another worker (or an earlier delivery) merged them: its EntityMerged is already out
     ctx.count("entities_merged")
     merged = EntityMerged(
-        event_id=deterministic_uuid("entity-merged", result.canonical_key, *sorted(result.merged_keys)),
+        event_id=owned_uuid(owner, "entity-merged", result.canonical_key, *sorted(result.merged_keys)),
         tenant_id=event.tenant_id,
         user_id=event.user_id,
         scope=event.scope,
@@ -147,7 +147,7 @@ async def _dedup(event: EntityUpserted, owner: Owner, ctx: Context, names: NameE
     await ctx.publisher.publish(
         merged,
         ctx.subjects.entity_merged(event.tenant_id, event.user_id),
-        msg_id=str(merged.event_id),
+        msg_id=owner_message_id(owner, "entity-merged", merged.event_id),
         stream=ctx.subjects.derived_stream,
     )
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from faststream.nats import NatsBroker
 
 from contracts import EpisodeCreated, SessionCompleted, SizeLimitExceeded, Subjects, check_session_size
-from services.common.domain.ids import deterministic_uuid
+from services.common.domain.ids import owned_uuid, owner_message_id
 from services.common.domain.importance import messages_importance
 from services.common.domain.language import detect_language
 from services.common.domain.owner import Owner
@@ -134,7 +134,7 @@ async def _write_episode(
     await (await ctx.resources.episodes()).write(owner, episode, passages, passage_vectors=await embedding)
 
     created = EpisodeCreated(
-        event_id=deterministic_uuid("episode-created", str(event.event_id)),
+        event_id=owned_uuid(owner, "episode-created", str(event.event_id)),
         source_event_id=event.event_id,
         episode_id=episode.episode_id,
         tenant_id=event.tenant_id,
@@ -154,7 +154,7 @@ async def _write_episode(
     await ctx.publisher.publish(
         created,
         ctx.subjects.episode_created(event.tenant_id, event.user_id),
-        msg_id=str(created.event_id),
+        msg_id=owner_message_id(owner, "episode-created", created.event_id),
         stream=ctx.subjects.derived_stream,
     )
     ctx.count("episodes_created")

@@ -18,10 +18,11 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from nats.js.kv import KeyValue
 
 from contracts import ErasureCompleted, ErasureRequested, Subjects
-from services.common.domain.ids import deterministic_uuid, is_uuid
+from services.common.domain.ids import is_uuid, owned_uuid, owner_message_id
 from services.common.domain.owner import Owner
 from services.common.runtime.durable_consumer import Delivery, PoisonMessage
 from services.common.runtime.resources import ServiceContext
+from services.common.stores.tombstones import Tombstone
 from services.common.stores.value_places import erasure_progress_bucket
 from services.pruner.erasure_steps import (
     EpisodeErasure,
@@ -85,6 +86,26 @@ class ProgressStore:
         await kv.put(key, progress.model_dump_json().encode("utf-8"))
 
 
+def progress_key(owner: Owner, event: ErasureRequested) -> str:
+    """The request's progress record: keyed by owner too, as a request id is not known to be unique
+    across owners (a producer on NATS chooses it)."""
+    return f"{owner.tenant_id}.{owner.user_id}.{event.event_id}"
+
+
+def _already_erased(tombstone: Tombstone | None, event: ErasureRequested) -> bool:
+    """Whether the user's data up to the request's cut is erased already: this request was verified
+    and settled before a crash, or a later erasure (a cut at or above this one) has completed."""
+    if tombstone is None or tombstone.state != "erased":
+        return False
+    if tombstone.erasure_id == str(event.event_id):
+        return True
+    return (
+        event.session_cut is not None
+        and tombstone.session_cut is not None
+        and tombstone.session_cut >= event.session_cut
+    )
+
+
 def _owner_of(event: ErasureRequested, delivery: Delivery, subjects: Subjects) -> Owner:
     """The user to erase; a request that cannot be carried out is poison (never retried)."""
     if subjects.tokens_from(delivery.subject) != (event.tenant_id, event.user_id):
@@ -129,7 +150,7 @@ class ErasureRunner:
 
     async def handle(self, event: ErasureRequested, delivery: Delivery) -> None:
         owner = _owner_of(event, delivery, self.subjects)
-        key = str(event.event_id)
+        key = progress_key(owner, event)
         store = self._progress_store()
         progress = await store.load(key)
         if progress.completed is not None:
@@ -147,7 +168,7 @@ class ErasureRunner:
             if self._after_step is not None:
                 await self._after_step(name)
         completed = ErasureCompleted(
-            event_id=deterministic_uuid("erasure-completed", key),
+            event_id=owned_uuid(owner, "erasure-completed", str(event.event_id)),
             request_event_id=event.event_id,
             tenant_id=event.tenant_id,
             user_id=event.user_id,
@@ -190,10 +211,9 @@ class ErasureRunner:
             on_wait=delivery.in_progress,
         )
         if event.target.kind == "user":
-            tombstone = await tombstones.get(owner)
-            if tombstone is not None and tombstone.erasure_id == str(event.event_id) and tombstone.state == "erased":
-                return []  # verified and settled before a crash: re-running would erase the user's newer work
-            return UserErasure(scope, str(event.event_id), progress, event.requested_at).steps()
+            if _already_erased(await tombstones.get(owner), event):
+                return []  # re-running would erase the user's newer work
+            return UserErasure(scope, str(event.event_id), progress, event.requested_at, event.session_cut).steps()
         if event.target.kind == "fact":
             return (await fact_erasure(scope, event, progress, self._ctx.resources.keywords())).steps()
         episode_id = str(event.target.item_id)  # the contract requires an item id unless kind is 'user'
@@ -203,6 +223,8 @@ class ErasureRunner:
         await self._ctx.publisher.publish(
             completed,
             self.subjects.erasure_completed(completed.tenant_id, completed.user_id),
-            msg_id=str(completed.event_id),
+            msg_id=owner_message_id(
+                Owner(completed.tenant_id, completed.user_id), "erasure-completed", completed.event_id
+            ),
             stream=self.subjects.derived_stream,
         )

@@ -178,13 +178,16 @@ class UserErasure:
 
     Races with the pipeline are closed by the user's tombstone (`stores/tombstones`): the erasure
     marks it first, waits until no writer has work of the user in flight, deletes, verifies, and only
-    then settles it. Sessions published after the cut (the user came back) are kept, and their
-    consolidation waits until the erasure is done."""
+    then settles it. The cut is the one the request carries (`accepted_cut`: fixed, and marked, when
+    the recall API accepted it); a request without one is cut when this erasure starts. Sessions
+    published after the cut (the user came back) are kept, and their consolidation waits until the
+    erasure is done."""
 
     scope: ErasureScope
     erasure_id: str
     progress: ErasureProgress
     started_at: datetime
+    accepted_cut: int | None = None
 
     def steps(self) -> list[Step]:
         return [
@@ -208,14 +211,17 @@ class UserErasure:
         )
 
     async def tombstone(self) -> dict[str, int]:
-        """Mark without a cut (every writer of the user waits), then read the stream's last
-        sequence and mark with it: a session at or below it was published before the erasure ran."""
+        """Mark with the cut fixed when the request was accepted. A request without one (made before
+        requests carried it): mark without a cut (every writer of the user waits), then read the
+        stream's last sequence and mark with it."""
         scope = self.scope
+        if self.progress.session_cut is None and self.accepted_cut is not None:
+            self.progress.session_cut = self.accepted_cut
         if self.progress.session_cut is None:
             await scope.tombstones.mark(scope.owner, self.erasure_id, None, self.started_at)
             info = await scope.js().stream_info(scope.subjects.session_stream)
             self.progress.session_cut = int(info.state.last_seq)
-        await scope.tombstones.mark(scope.owner, self.erasure_id, self.progress.session_cut, self.started_at)
+        await scope.tombstones.mark_accepted(scope.owner, self.erasure_id, self.progress.session_cut, self.started_at)
         return {}
 
     async def drain(self) -> dict[str, int]:

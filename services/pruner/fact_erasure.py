@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from contracts import ErasureRequested, SessionCompleted
-from services.common.domain.ids import deterministic_uuid
+from services.common.domain.ids import owned_uuid, owner_message_id
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.stores.erasure import delete_message, stream_messages
 from services.common.stores.value_places import (
@@ -121,7 +121,7 @@ class FactErasure:
         """The redacted copy (or nothing, when no turn is left) in place of the raw session at `seq`."""
         scope = self.scope
         removed: dict[str, int] = {}
-        redacted_id = deterministic_uuid("redacted-session", str(session.event_id), str(self.event.event_id))
+        redacted_id = owned_uuid(scope.owner, "redacted-session", str(session.event_id), str(self.event.event_id))
         redacted = redact_session(session, self.needles, redacted_id)
         # The episode built from the original goes first (vectors and its graph contribution);
         # one already rebuilt from the redacted copy (a resumed run) stays.
@@ -132,7 +132,7 @@ class FactErasure:
             await scope.publisher.publish(
                 redacted,
                 scope.session_subject,
-                msg_id=str(redacted_id),
+                msg_id=owner_message_id(scope.owner, "session", redacted_id),
                 stream=scope.subjects.session_stream,
             )
             add_counts(removed, {"sessions_rebuilt": 1})

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from contracts import PruneReport
-from services.common.domain.ids import deterministic_uuid
+from services.common.domain.ids import deterministic_uuid, unowned_message_id
 from services.common.domain.owner import Owner
 from services.common.runtime.resources import Resources, ServiceContext
 from services.common.stores.episodes import Episode, EpisodeStore
@@ -283,7 +283,10 @@ async def prune_once(ctx: ServiceContext[PrunerSettings], now: datetime) -> Prun
         ctx.count(f"pruned_{name}", count)
     ctx.count("prune_passes")
     await ctx.publisher.publish(
-        report, ctx.subjects.prune_completed(), msg_id=str(report.event_id), stream=ctx.subjects.derived_stream
+        report,
+        ctx.subjects.prune_completed(),
+        msg_id=unowned_message_id("prune-completed", report.event_id),
+        stream=ctx.subjects.derived_stream,
     )
     log.info(
         "prune pass at %s: %s over %d owners in %.1fs%s",

@@ -1,6 +1,12 @@
 """Erasure requests: the recall API only publishes `ErasureRequested`; the pruner carries it out
 (a whole user, or one fact or episode: the fact erasure also redacts and rebuilds the summaries the
-fact appeared in)."""
+fact appeared in).
+
+The cut is fixed here, when the request is accepted: the request carries the session stream's last
+sequence read now (`session_cut`), and for a whole user the tombstone is marked with it before the
+202 is answered. From then on the user's sessions at or below the cut are erased data, and sessions
+above it (even 1 ms later) wait for the erasure and are kept; they are never consolidated early and
+then deleted with the rest by a pruner that starts on the request later."""
 
 from __future__ import annotations
 
@@ -12,8 +18,9 @@ from datetime import UTC, datetime
 from nats.aio.client import Client as NatsClient
 
 from contracts import ErasureRequested, ErasureTarget, Subjects
-from services.common.domain.ids import deterministic_uuid
+from services.common.domain.ids import dedup_headers, owned_uuid, owner_message_id
 from services.common.domain.owner import Owner
+from services.common.stores.tombstones import TombstoneStore
 from services.recall_api.errors import StoreUnavailable
 from services.recall_api.schemas import ErasureAccepted
 
@@ -29,34 +36,42 @@ async def request_erasure(
     idempotency_key: str | None = None,
     reason: str | None = None,
     target: ErasureTarget | None = None,
+    tombstones: Callable[[], Awaitable[TombstoneStore]],
 ) -> ErasureAccepted:
-    """Publish ErasureRequested for the whole user (or the given target). With an idempotency key a
-    retried request is the same event (dropped by the stream's duplicate window)."""
-    Owner(tenant_id, user_id)  # validates the ids before anything is published
+    """Publish ErasureRequested for the whole user (or the given target), with the cut read now.
+    With an idempotency key a retried request is the same event (dropped by the stream's duplicate
+    window, which keeps the first request and its cut)."""
+    owner = Owner(tenant_id, user_id)  # validates the ids before anything is published
     target = target or ErasureTarget(kind="user")
-    key_parts = (tenant_id, user_id) if target.kind == "user" else (tenant_id, user_id, target.kind, target.item_id)
+    key_parts = () if target.kind == "user" else (target.kind, target.item_id)
     event_id = (
-        deterministic_uuid("erasure-request", *[str(part) for part in key_parts], idempotency_key)
+        owned_uuid(owner, "erasure-request", *[str(part) for part in key_parts], idempotency_key)
         if idempotency_key
         else uuid.uuid4()
     )
-    event = ErasureRequested(
-        event_id=event_id,
-        tenant_id=tenant_id,
-        user_id=user_id,
-        target=target,
-        requested_at=datetime.now(UTC),
-        reason=reason,
-    )
     client = await nats()
     try:
-        ack = await client.jetstream().publish(
+        js = client.jetstream()
+        cut = int((await js.stream_info(subjects.session_stream)).state.last_seq)
+        event = ErasureRequested(
+            event_id=event_id,
+            tenant_id=tenant_id,
+            user_id=user_id,
+            target=target,
+            requested_at=datetime.now(UTC),
+            reason=reason,
+            session_cut=cut,
+        )
+        ack = await js.publish(
             subjects.erasure_requested(tenant_id, user_id),
             event.model_dump_json().encode("utf-8"),
             stream=subjects.derived_stream,
-            headers={"Nats-Msg-Id": str(event_id), "content-type": "application/json"},
+            headers=dedup_headers(owner_message_id(owner, "erasure-request", event_id)),
             timeout=10.0,
         )
+        if target.kind == "user" and not ack.duplicate:
+            # A duplicate's tombstone was marked by the request that published it, with its own cut.
+            await (await tombstones()).mark_accepted(owner, str(event_id), cut, event.requested_at)
     except Exception as exc:
         log.error("could not publish the erasure request %s: %s: %s", event_id, type(exc).__name__, exc)
         raise StoreUnavailable(

@@ -147,7 +147,13 @@ class RecallService:
         self, tenant_id: str, user_id: str, *, idempotency_key: str | None = None, reason: str | None = None
     ) -> ErasureAccepted:
         return await erasure_requests.request_erasure(
-            self.nats, self.subjects, tenant_id, user_id, idempotency_key=idempotency_key, reason=reason
+            self.nats,
+            self.subjects,
+            tenant_id,
+            user_id,
+            idempotency_key=idempotency_key,
+            reason=reason,
+            tombstones=self.resources.tombstones,
         )
 
     # ------------------------------------------------------------------------------ sessions in, memory management
@@ -206,6 +212,7 @@ class RecallService:
             idempotency_key=idempotency_key,
             reason=f"forget one {kind}",
             target=erasure_target(kind, memory_id),
+            tombstones=self.resources.tombstones,
         )
         return ForgetAccepted(
             event_id=accepted.event_id,

@@ -1,7 +1,8 @@
 """Sessions in over HTTP: the same SessionCompleted records `tiermem ingest` publishes, validated with
-the same limits (`contracts.session_input`), published with `Nats-Msg-Id` = event id so a retry is
-reported as a duplicate and changes nothing. The tenant is the API key's; a record naming another
-tenant is refused."""
+the same limits (`contracts.session_input`), published under the same owner-scoped message id
+(`session_message_id`: tenant, user and event id) so a retry is reported as a duplicate and changes
+nothing, while another owner's session with the same event id is a session of its own. The tenant
+is the API key's; a record naming another tenant is refused."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from nats.aio.client import Client as NatsClient
 
 from contracts import SessionCompleted, SizeLimits, Subjects
 from contracts.session_input import SessionRejected, parse_session
+from services.common.domain.ids import dedup_headers, session_message_id
 from services.recall_api.errors import StoreUnavailable
 from services.recall_api.write_schemas import (
     ErrorDetail,
@@ -54,7 +56,7 @@ async def publish_session(
             subjects.session_completed(event.tenant_id, event.user_id),
             event.model_dump_json().encode("utf-8"),
             stream=subjects.session_stream,
-            headers={"Nats-Msg-Id": str(event.event_id), "content-type": "application/json"},
+            headers=dedup_headers(session_message_id(event)),
             timeout=10.0,
         )
     except Exception as exc:

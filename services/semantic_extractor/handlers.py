@@ -11,7 +11,7 @@ from faststream.nats import NatsBroker
 
 from contracts import EntityRef, EntityUpserted, EpisodeCreated, SessionCompleted, Subjects
 from services.common.domain.facts import FactProvenance
-from services.common.domain.ids import deterministic_uuid
+from services.common.domain.ids import owned_uuid, owner_message_id
 from services.common.domain.owner import Owner
 from services.common.domain.sensitive import sensitive
 from services.common.runtime.durable_consumer import Delivery, durable_subscriber
@@ -118,7 +118,7 @@ async def _consolidate(
         return
     upserted = await _write_graph(event, owner, extraction, ctx)
     await _write_facts(event, owner, extraction, ctx)
-    await _publish_entities(event, upserted, ctx)
+    await _publish_entities(event, owner, upserted, ctx)
 
 
 def _without_injection(
@@ -190,12 +190,12 @@ async def _write_facts(event: EpisodeCreated, owner: Owner, extraction: Extracti
         ctx.count(f"facts_{written.plan.outcome}")
 
 
-async def _publish_entities(event: EpisodeCreated, upserted: EntityUpserts, ctx: Context) -> None:
+async def _publish_entities(event: EpisodeCreated, owner: Owner, upserted: EntityUpserts, ctx: Context) -> None:
     for entity_result in upserted:
         if entity_result.status == "unchanged":
             continue
         message = EntityUpserted(
-            event_id=deterministic_uuid("entity-upserted", entity_result.key, event.episode_id),
+            event_id=owned_uuid(owner, "entity-upserted", entity_result.key, event.episode_id),
             tenant_id=event.tenant_id,
             user_id=event.user_id,
             scope=event.scope,
@@ -209,7 +209,7 @@ async def _publish_entities(event: EpisodeCreated, upserted: EntityUpserts, ctx:
         await ctx.publisher.publish(
             message,
             ctx.subjects.entity_upserted(event.tenant_id, event.user_id),
-            msg_id=str(message.event_id),
+            msg_id=owner_message_id(owner, "entity-upserted", message.event_id),
             stream=ctx.subjects.derived_stream,
         )
         ctx.count("entities_upserted")

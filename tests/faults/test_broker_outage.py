@@ -20,11 +20,13 @@ from services.common.runtime.provisioning import ConsumerSpec, provision
 from services.common.runtime.publishing import EventPublisher
 from services.common.runtime.resources import Resources
 from services.common.runtime.settings import NatsSettings, TierMemSettings
+from services.common.stores.tombstones import TombstoneStore
 from services.recall_api import erasure_requests
 from services.recall_api.errors import StoreUnavailable
 from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
 from tests.support.events import session_event, stream_messages, wait_for
+from tests.support.message_ids import message_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -73,6 +75,9 @@ async def test_a_request_refused_during_the_outage_is_not_carried_out_later(
     async def nats() -> object:
         return client
 
+    async def tombstones() -> TombstoneStore:
+        return TombstoneStore(client.jetstream(), subjects)
+
     try:
         await provision(client.jetstream(), settings.nats)
         own_nats.stop()
@@ -82,7 +87,13 @@ async def test_a_request_refused_during_the_outage_is_not_carried_out_later(
 
         await wait_for(_disconnected, what="the client to notice the outage", timeout_s=30, interval_s=0.05)
         with pytest.raises(StoreUnavailable) as refused:
-            await erasure_requests.request_erasure(nats, subjects, "acme", "alice")  # type: ignore[arg-type]
+            await erasure_requests.request_erasure(
+                nats,  # type: ignore[arg-type]
+                subjects,
+                "acme",
+                "alice",
+                tombstones=tombstones,
+            )
         assert str(own_nats.port) not in str(refused.value), "the 503 body names no internal address"
         own_nats.start()
 
@@ -182,7 +193,7 @@ async def test_a_delivery_that_cannot_be_settled_during_the_outage_is_redelivere
     try:
         event = session_event()
         await publisher.publish(
-            event, subjects.session_completed("acme", "alice"), str(event.event_id), subjects.session_stream
+            event, subjects.session_completed("acme", "alice"), message_id(event), subjects.session_stream
         )
         await asyncio.wait_for(entered.wait(), timeout=30)
         own_nats.stop()

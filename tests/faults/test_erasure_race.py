@@ -41,6 +41,7 @@ from services.semantic_extractor.handlers import DEFINITION as SEMANTIC
 from tests.fixtures.falkordb import FalkorDBGraph
 from tests.support.dump import user_dump
 from tests.support.events import session_event, stream_messages, wait_for
+from tests.support.message_ids import message_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -170,7 +171,7 @@ async def _publish(running: RunningServices, subjects: Subjects, events: Sequenc
             subject, stream = subjects.session_completed(event.tenant_id, event.user_id), subjects.session_stream
         else:
             subject, stream = subjects.erasure_requested(event.tenant_id, event.user_id), subjects.derived_stream
-        await publisher.publish(event, subject, str(event.event_id), stream)
+        await publisher.publish(event, subject, message_id(event), stream)
 
 
 @pytest.fixture

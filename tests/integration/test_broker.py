@@ -19,6 +19,7 @@ from services.common.runtime.provisioning import ConsumerSpec, provision
 from services.common.runtime.publishing import EventPublisher
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from tests.support.events import decoded, session_event, stream_messages, wait_for
+from tests.support.message_ids import message_id
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +66,7 @@ async def test_failing_handler_is_redelivered_then_dead_lettered_once(
     try:
         event = session_event()
         await publisher.publish(
-            event, subjects.session_completed("acme", "alice"), str(event.event_id), subjects.session_stream
+            event, subjects.session_completed("acme", "alice"), message_id(event), subjects.session_stream
         )
         js = nats_client.jetstream()
         dead = await wait_for(
@@ -102,7 +103,7 @@ async def test_transient_failure_recovers_without_dead_letter(
     try:
         event = session_event()
         await publisher.publish(
-            event, subjects.session_completed("acme", "alice"), str(event.event_id), subjects.session_stream
+            event, subjects.session_completed("acme", "alice"), message_id(event), subjects.session_stream
         )
 
         async def _handled() -> bool:
@@ -155,7 +156,7 @@ async def test_handler_poison_error_dead_letters_immediately(
     try:
         event = session_event()
         await publisher.publish(
-            event, subjects.session_completed("acme", "alice"), str(event.event_id), subjects.session_stream
+            event, subjects.session_completed("acme", "alice"), message_id(event), subjects.session_stream
         )
         dead = await wait_for(
             lambda: stream_messages(nats_client.jetstream(), subjects.dead_letter_stream), what="dead letter"
@@ -176,14 +177,14 @@ async def test_same_event_published_twice_is_stored_once(nats_settings: NatsSett
         publisher = EventPublisher(broker)
         event = session_event()
         subject = subjects.session_completed("acme", "alice")
-        first = await publisher.publish(event, subject, str(event.event_id), subjects.session_stream)
-        second = await publisher.publish(event, subject, str(event.event_id), subjects.session_stream)
+        first = await publisher.publish(event, subject, message_id(event), subjects.session_stream)
+        second = await publisher.publish(event, subject, message_id(event), subjects.session_stream)
     finally:
         await broker.stop()
     assert (first.duplicate, second.duplicate) == (False, True)
     (stored,) = await stream_messages(js, subjects.session_stream)
     headers = stored.headers or {}
-    assert headers.get("Nats-Msg-Id") == str(event.event_id)
+    assert headers.get("Nats-Msg-Id") == message_id(event) == f"session:acme:alice:{event.event_id}"
     assert "traceparent" in headers, "OpenTelemetry trace context travels in the message headers"
 
 

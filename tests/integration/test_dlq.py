@@ -24,6 +24,7 @@ from services.common.runtime.provisioning import provision, retry_window_s
 from services.common.runtime.publishing import EventPublisher
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from tests.support.events import session_consumer, session_event, stream_messages, wait_for
+from tests.support.message_ids import message_id
 
 pytestmark = pytest.mark.integration
 
@@ -73,7 +74,7 @@ async def test_every_nak_delay_is_honoured_even_over_an_old_backoff_consumer(
     try:
         event = session_event()
         await publisher.publish(
-            event, subjects.session_completed("acme", "alice"), str(event.event_id), subjects.session_stream
+            event, subjects.session_completed("acme", "alice"), message_id(event), subjects.session_stream
         )
         await wait_for(lambda: stream_messages(js, subjects.dead_letter_stream), what="the dead letter", timeout_s=30)
         info = await js.consumer_info(subjects.session_stream, "retrying")
@@ -126,7 +127,7 @@ async def test_dead_letter_is_replayed_once_after_the_cause_is_fixed(
     try:
         event = session_event()
         await publisher.publish(
-            event, subjects.session_completed("acme", "alice"), str(event.event_id), subjects.session_stream
+            event, subjects.session_completed("acme", "alice"), message_id(event), subjects.session_stream
         )
         await wait_for(lambda: stream_messages(js, subjects.dead_letter_stream), what="the dead letter")
 

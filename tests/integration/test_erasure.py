@@ -35,6 +35,7 @@ from services.pruner.handlers import build_definition
 from services.semantic_extractor.handlers import DEFINITION as SEMANTIC_DEFINITION
 from tests.fixtures.falkordb import FalkorDBGraph
 from tests.support.events import decoded, session_event, stream_messages, wait_for
+from tests.support.message_ids import message_id
 
 pytestmark = pytest.mark.integration
 
@@ -75,7 +76,7 @@ class Stack:
     async def publish(self, event: Any, subject: str, stream: str) -> None:
         assert self.running is not None
         publisher = next(iter(self.running.contexts.values())).publisher
-        await publisher.publish(event, subject, str(event.event_id), stream)
+        await publisher.publish(event, subject, message_id(event), stream)
 
     async def ingest(self, event: SessionCompleted) -> None:
         await self.publish(
@@ -470,7 +471,7 @@ async def test_erasure_redelivered_after_completion_publishes_the_same_record(st
     assert stack.running is not None
     publisher = stack.running.contexts["pruner"].publisher
     subject = stack.subjects.erasure_requested("acme", "alice")
-    await publisher.publish(request, subject, f"replay-{request.event_id}", stack.subjects.derived_stream)
+    await publisher.publish(request, subject, message_id(request, "replay"), stack.subjects.derived_stream)
     js = stack.js_client.jetstream()
 
     async def replay_handled() -> bool:

@@ -38,6 +38,7 @@ from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
 from tests.fixtures.falkordb import FalkorDBGraph
 from tests.support.events import session_event, stream_messages, wait_for
+from tests.support.message_ids import message_id
 
 pytestmark = pytest.mark.integration
 
@@ -94,7 +95,7 @@ class Forgetting:
         )
         publisher = next(iter(self.running.contexts.values())).publisher
         subject = self.subjects.session_completed(owner.tenant_id, owner.user_id)
-        await publisher.publish(event, subject, str(event.event_id), self.subjects.session_stream)
+        await publisher.publish(event, subject, message_id(event), self.subjects.session_stream)
 
     async def wait_episodes(self, owner: Owner, count: int) -> list[Episode]:
         store = await self.episodes()
@@ -319,7 +320,7 @@ async def _erase(forgetting: Forgetting, owner: Owner, target: ErasureTarget) ->
     await publisher.publish(
         request,
         subjects.erasure_requested(owner.tenant_id, owner.user_id),
-        str(request.event_id),
+        message_id(request),
         subjects.derived_stream,
     )
     found = await wait_for(

@@ -23,6 +23,7 @@ from services.episodic_summarizer.handlers import DEFINITION as EPISODIC
 from services.recall_api.candidates import episode_filter
 from services.semantic_extractor.handlers import DEFINITION as SEMANTIC
 from tests.support.events import decoded, session_event, stream_messages
+from tests.support.message_ids import message_id
 
 pytestmark = pytest.mark.integration
 DEFINITIONS: list[ServiceDefinition[Any]] = [EPISODIC, SEMANTIC, DEDUP]
@@ -38,7 +39,7 @@ async def publish(settings: TierMemSettings, *events: SessionCompleted) -> None:
             await publisher.publish(
                 event,
                 subjects.session_completed(event.tenant_id, event.user_id),
-                str(event.event_id),
+                message_id(event),
                 subjects.session_stream,
             )
     finally:

@@ -26,6 +26,7 @@ from services.episodic_summarizer.handlers import DEFINITION as EPISODIC
 from services.semantic_extractor.handlers import DEFINITION as SEMANTIC
 from tests.integration.test_pipeline import publish, snapshot
 from tests.support.events import session_event
+from tests.support.message_ids import message_id
 
 pytestmark = pytest.mark.integration
 DEFINITIONS: list[ServiceDefinition[Any]] = [EPISODIC, SEMANTIC, DEDUP]
@@ -113,7 +114,7 @@ async def _publish_upserts(settings: TierMemSettings, owner: Owner, entities: li
             await publisher.publish(
                 event,
                 subjects.entity_upserted(owner.tenant_id, owner.user_id),
-                str(event.event_id),
+                message_id(event),
                 subjects.derived_stream,
             )
     finally:

@@ -4,11 +4,14 @@ reason (`describe_error`), published to the dead-letter stream exactly once per 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from uuid import UUID
 
 from pydantic import ValidationError
 
 from contracts import DeadLetterRecord, Subjects
-from services.common.domain.ids import deterministic_uuid
+from contracts.events import is_subject_token
+from services.common.domain.ids import MessageId, deterministic_uuid, owner_message_id, unowned_message_id
+from services.common.domain.owner import Owner
 from services.common.runtime.instruments import DEAD_LETTERS
 from services.common.runtime.publishing import EventPublisher
 
@@ -52,9 +55,17 @@ class DeadLetterWriter:
         await self._publisher.publish(
             record,
             self._subjects.dead_letter(consumer, tenant_id, user_id),
-            msg_id=f"dlq-{record_id}",
+            msg_id=_dead_letter_msg_id(tenant_id, user_id, record_id),
             stream=self._subjects.dead_letter_stream,
         )
+
+
+def _dead_letter_msg_id(tenant_id: str | None, user_id: str | None, record_id: UUID) -> MessageId:
+    # The record id names one stream message (unique across owners already); the owner is added
+    # whenever the subject names one, like every other message id.
+    if tenant_id and user_id and is_subject_token(tenant_id) and is_subject_token(user_id):
+        return owner_message_id(Owner(tenant_id, user_id), "dlq", record_id)
+    return unowned_message_id("dlq", record_id)
 
 
 def describe_error(exc: BaseException) -> str:

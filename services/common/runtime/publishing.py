@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from faststream.nats import NatsBroker
 from pydantic import BaseModel
 
+from services.common.domain.ids import MessageId, dedup_headers
+
 
 @dataclass(frozen=True, slots=True)
 class PublishResult:
@@ -18,16 +20,17 @@ class PublishResult:
 
 class EventPublisher:
     """Publishes events to JetStream, always with `Nats-Msg-Id` so a republish is dropped by the
-    stream's duplicate window."""
+    stream's duplicate window. The id is a `MessageId` (`domain.ids`): scoped by owner, never a bare
+    event id that another owner could share."""
 
     def __init__(self, broker: NatsBroker) -> None:
         self._broker = broker
 
-    async def publish(self, event: BaseModel, subject: str, msg_id: str, stream: str) -> PublishResult:
+    async def publish(self, event: BaseModel, subject: str, msg_id: MessageId, stream: str) -> PublishResult:
         ack = await self._broker.publish(
             event.model_dump_json().encode("utf-8"),
             subject,
-            headers={"Nats-Msg-Id": msg_id, "content-type": "application/json"},
+            headers=dedup_headers(msg_id),
             stream=stream,
             timeout=10.0,
         )

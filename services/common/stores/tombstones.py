@@ -15,9 +15,10 @@ JetStream key-value buckets close that window:
   writer sees the tombstone, or the erasure sees (and waits for) the writer: no write of erased data
   can land after the erasure deleted and verified.
 
-`TombstoneStore.guard` is the one way writers use this; the pruner's erasure uses `mark`, `settle` and
-`wait_for_writers`. Every call takes the `Owner` first. Records hold ids and sequences, never memory
-text."""
+`TombstoneStore.guard` is the one way writers use this; the recall API marks an erasure when it
+accepts it (`mark_accepted`, with the cut read then), and the pruner's erasure uses `mark_accepted`
+(or `mark` for requests that carry no cut), `settle` and `wait_for_writers`. Every call takes the
+`Owner` first. Records hold ids and sequences, never memory text."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ from typing import Literal
 
 from nats.js import JetStreamContext
 from nats.js import api as js_api
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError, NotFoundError
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
 from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -188,10 +189,56 @@ class TombstoneStore:
         await (await self._bucket(self.tombstone_bucket)).put(_user_key(owner), tombstone.model_dump_json().encode())
         return tombstone
 
+    async def mark_accepted(self, owner: Owner, erasure_id: str, session_cut: int, started_at: datetime) -> Tombstone:
+        """Record an erasure whose cut was fixed when it was accepted (the recall API right after
+        publishing the request, the pruner again when it starts on it): work of the user's sessions
+        above the cut waits from that moment until the erasure is done, so nothing accepted after it
+        is consolidated early and then deleted with the rest. Never undoes a later state: a tombstone
+        of another erasure still running with a higher cut stays (writers keep waiting for it), and
+        this erasure's own settled tombstone is not reopened."""
+        wanted = Tombstone(erasure_id=erasure_id, session_cut=session_cut, state="erasing", started_at=started_at)
+
+        def keep(current: Tombstone) -> bool:
+            if current.erasure_id == erasure_id:
+                return current.state == "erased"
+            # Strictly later: of two erasures with one cut, the one marked last takes over, so
+            # whichever of them runs last settles.
+            later_cut = current.session_cut is not None and current.session_cut > session_cut
+            return current.state == "erasing" and later_cut
+
+        return await self._swap(owner, lambda current: current if current is not None and keep(current) else wanted)
+
     async def settle(self, owner: Owner, tombstone: Tombstone) -> None:
-        """The erasure is done: the user's later work proceeds; erased lineage is still dropped."""
+        """The erasure is done: the user's later work proceeds; erased lineage is still dropped. When
+        another erasure of the user has taken the tombstone meanwhile, it is left to that one to settle
+        (the user's later work keeps waiting for it)."""
         done = tombstone.model_copy(update={"state": "erased"})
-        await (await self._bucket(self.tombstone_bucket)).put(_user_key(owner), done.model_dump_json().encode())
+        await self._swap(
+            owner, lambda current: done if current is None or current.erasure_id == tombstone.erasure_id else current
+        )
+
+    async def _swap(self, owner: Owner, decide: Callable[[Tombstone | None], Tombstone]) -> Tombstone:
+        """Compare-and-set of the owner's tombstone: `decide` maps what is stored to what should be,
+        retried when another writer changed it in between."""
+        kv = await self._bucket(self.tombstone_bucket)
+        key = _user_key(owner)
+        while True:
+            try:
+                entry = await kv.get(key)
+            except KeyNotFoundError:
+                entry = None
+            current = Tombstone.model_validate_json(entry.value) if entry is not None and entry.value else None
+            wanted = decide(current)
+            if wanted == current:
+                return wanted
+            try:
+                if entry is None:
+                    await kv.create(key, wanted.model_dump_json().encode())
+                else:
+                    await kv.update(key, wanted.model_dump_json().encode(), last=entry.revision)
+            except KeyWrongLastSequenceError:
+                continue
+            return wanted
 
     # ---- writers ------------------------------------------------------------------------------
 
