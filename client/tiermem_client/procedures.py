@@ -18,6 +18,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from tiermem_client.sentences import split_sentences
 from tiermem_client.tokens import TokenCounter
 
 PROCEDURE_SUBJECT = "procedure"
@@ -46,6 +47,7 @@ _KO_SELF = {"나", "저", "내", "제", "우리", "저희"}  # "나는 …" stat
 _EN_STATEMENT = re.compile(r"^\s*(i|i'm|we|he|she|they|it|my|our|his|her|their)\b", re.I)
 _EN_ADDRESSED = re.compile(r"\b(you|your|should|must|please)\b", re.I)
 _KO_TOPIC = re.compile(r"^\s*(?:앞으로\s+|항상\s+)?([가-힣A-Za-z0-9]{1,12}?)(?:은|는)\s")
+_LIST_NUMBER = re.compile(r"^\d{1,3}\.\s+")
 _LANGUAGE_NAMES = {"한국어": "korean", "한글": "korean", "영어": "english", "일본어": "japanese", "중국어": "chinese"}
 
 
@@ -62,8 +64,8 @@ class RuleStatement:
 
 
 def _sentences(text: str) -> list[str]:
-    parts = re.split(r"(?<=[.!?。])\s+|\n+", text)
-    return [part.strip() for part in parts if part.strip()]
+    # A list number states no rule: "1. Always answer in Korean" is the rule "Always answer in Korean".
+    return [rule for sentence in split_sentences(text) if (rule := _LIST_NUMBER.sub("", sentence))]
 
 
 def _english_rule(sentence: str) -> RuleStatement | None:

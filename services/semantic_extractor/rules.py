@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from contracts import SessionCompleted
 from services.common.domain.fact_attributes import PROCEDURE_ATTRIBUTE_PREFIX
+from services.common.domain.sentences import split_sentences
 from services.semantic_extractor.schema import ExtractedFact, ExtractionOutput
 
 PROCEDURE_SUBJECT = "procedure"
@@ -48,6 +49,7 @@ _EN_STATEMENT = re.compile(r"^\s*(i|i'm|we|he|she|they|it|my|our|his|her|their)\
 _EN_ADDRESSED = re.compile(r"\b(you|your|should|must|please)\b", re.I)
 _KO_TOPIC = re.compile(r"^\s*(?:앞으로\s+|항상\s+)?([가-힣A-Za-z0-9]{1,12}?)(?:은|는)\s")
 _HANGUL = re.compile(r"[가-힣]")
+_LIST_NUMBER = re.compile(r"^\d{1,3}\.\s+")
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,8 @@ class StatedRule:
 
 
 def _sentences(text: str) -> list[str]:
-    parts = re.split(r"(?<=[.!?。])\s+|\n+", text)
-    return [part.strip() for part in parts if part.strip()]
+    # A list number states no rule: "1. Always answer in Korean" is the rule "Always answer in Korean".
+    return [rule for sentence in split_sentences(text) if (rule := _LIST_NUMBER.sub("", sentence))]
 
 
 def _english_rule(sentence: str) -> StatedRule | None:

@@ -6,10 +6,14 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tiermem_client.procedures import extract_rules
+from tiermem_client.sentences import split_sentences as client_split_sentences
 
 from contracts import Message, SessionCompleted
 from services.common.domain.facts import FactProvenance
+from services.common.domain.sentences import split_sentences
 from services.recall_api.procedures import ProcedureRule, relevance, select_procedures
 from services.semantic_extractor.rules import rules_in_messages, stated_rules, user_messages, with_stated_rules
 from services.semantic_extractor.schema import ExtractedFact, ExtractionOutput, to_fact_candidates
@@ -36,6 +40,10 @@ CORPUS = [
     "My dog never barks.",
     "I want you to always cite sources.",
     "The report should always start with a table.",
+    "Always cc Dr. Kim on weekly reports.",
+    "1. Always answer in Korean.\n2. 보고서는 표부터 보여줘.",
+    "Never use e.g. or i.e. in summaries. 앞으로 존댓말로 해줘。항상 표부터 보여줘.",
+    'Always say "done." Then stop.',
 ]
 
 
@@ -44,6 +52,47 @@ def test_the_extractor_and_the_client_recognise_the_same_rules_with_the_same_top
     server = [(rule.topic, rule.text) for rule in stated_rules(said)]
     client = [(rule.topic, rule.text) for rule in extract_rules(said)]
     assert server == client
+
+
+# Pieces that make sentence boundaries hard: abbreviations, initials, list numbers, decimals, quotes,
+# full-width terminators, Korean endings, line breaks.
+_SENTENCE_PIECES = ["Dr.", "Mr.", "e.g.", "J.", "K.", "1.", "3.5", "Node.js", "U.S.", " ", " ", "\n", ".", "!", "?",
+                    "…", "。", "！", '"', "'", ")", "Always", "answer", "in", "Korean", "보고서는", "표부터", "보여줘",
+                    "했어요.", "R", "a", "I"]  # fmt: skip
+
+
+_SENTENCE_CASES = [
+    "Ask Dr. Kim now. Mrs. Lee agrees.",
+    "Use e.g. Go, i.e. a compiled language. D.G.I.A. is great.",
+    "The book is by J. K. Rowling. I use R. My friend uses Python.",
+    "1. First item here\n2. Second item. 3.5 is a number, Node.js a name.",
+    'She said "done." Then left… 좋아요。다음！ 정말?',
+    "저는 서울에 살아요. 커피를 좋아해요!\n고마워요",
+    "I work in the sales dept. of Acme Corp. now.",
+]
+
+
+@pytest.mark.parametrize("text", _SENTENCE_CASES)
+def test_the_client_and_the_server_split_these_sentences_alike(text: str) -> None:
+    assert client_split_sentences(text) == split_sentences(text)
+
+
+@given(st.lists(st.sampled_from(_SENTENCE_PIECES), max_size=40).map("".join))
+@settings(max_examples=500, deadline=None, database=None)
+def test_the_client_splits_sentences_exactly_as_the_server_does(text: str) -> None:
+    """The client restates the server's splitter (it installs without the server): one algorithm."""
+    assert client_split_sentences(text) == split_sentences(text)
+
+
+def test_a_rule_is_one_whole_sentence_even_with_an_abbreviation_or_a_list_number() -> None:
+    assert [rule.text for rule in stated_rules("Always cc Dr. Kim on weekly reports.")] == [
+        "Always cc Dr. Kim on weekly reports."
+    ]
+    listed = stated_rules("1. Always answer in Korean.\n2. 보고서는 표부터 보여줘.")
+    assert [(rule.topic, rule.text) for rule in listed] == [
+        ("answer_language", "Always answer in Korean."),
+        ("보고서", "보고서는 표부터 보여줘."),
+    ]
 
 
 def test_rules_are_found_in_english_and_korean_and_chatter_is_not() -> None:
