@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from contracts import ErasureRequested, SessionCompleted
 from services.common.domain.ids import owned_uuid, owner_message_id
+from services.common.domain.value_text import text_mentions
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.stores.erasure import delete_message, stream_messages
 from services.common.stores.value_places import (
@@ -32,7 +33,7 @@ from services.pruner.erasure_steps import (
     Step,
     graph_counts,
 )
-from services.pruner.logic import Needle, add_counts, redact_session, value_mentions
+from services.pruner.logic import Needle, add_counts, redact_session
 from services.pruner.value_needles import fact_needles_of
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ class FactErasure:
         if not self.needles:
             return removed
         async for message in stream_messages(scope.js(), scope.subjects.session_stream, scope.session_subject):
-            if message.seq is None or not value_mentions(json_or_text(message.data), self.needles):
+            if message.seq is None or not text_mentions(json_or_text(message.data), self.needles):
                 continue
             session = _parse_session(message.data)
             if session is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.common.domain.value_text import make_needle, needles_of
+from services.common.domain.value_text import make_needle, needles_of, text_mentions
 from services.common.stores.graph.repository import EntityRecord
 from services.common.stores.value_places import PLACE_NAMES
 from services.pruner.fact_erasure import FactErasure
@@ -90,3 +90,21 @@ def test_every_place_a_value_can_reach_has_a_redaction() -> None:
     erasure = FactErasure(unbuilt, unbuilt, unbuilt, "fact", [], frozenset())
     assert tuple(erasure.redactors()) == PLACE_NAMES
     assert [name for name, _ in erasure.steps()] == [*PLACE_NAMES, "verify"]
+
+
+def test_labels_are_not_remembered_text() -> None:
+    """A value that equals an id ("Carol" the name, "carol" the user id) is found in what was said,
+    never in the fields that name or time a record: else every record of the user would mention it."""
+    needles = needles_of(["Carol"])
+    session: dict[str, Any] = {
+        "tenant_id": "acme",
+        "user_id": "carol",
+        "session_id": "carol-1",
+        "channel": "private",
+        "messages": [{"role": "user", "content": "I booked the dentist.", "ts": "2026-05-02T10:00:00Z"}],
+        "metadata": {"customer_id": "carol"},
+    }
+    assert not text_mentions(session, needles)
+    session["messages"].append({"role": "assistant", "content": "Noted, Carol."})
+    assert text_mentions(session, needles)
+    assert text_mentions({"provenance": [{"episode_id": "e1", "note": "said by carol"}]}, needles)

@@ -100,6 +100,38 @@ def mentions(text: str, needles: Sequence[Needle]) -> bool:
     return any(needle.found_in(text) for needle in needles)
 
 
+_LABEL_KEYS = frozenset(
+    {
+        "id", "key", "role", "channel", "channels", "scope", "status", "language", "locale", "source", "kind",
+        "event_type", "tier", "volatility", "entity_type", "type", "superseded_by",
+    }
+)  # fmt: skip
+_LABEL_SUFFIXES = ("_id", "_ids", "_ts", "_at", "_key", "_keys", "_sequence")
+
+
+def is_label_key(key: str) -> bool:
+    """Fields that name or time a record (owner and session ids, keys, channels, timestamps) rather
+    than say what was remembered. Never searched: a value that happens to equal a user id ("Carol" the
+    name, "carol" the id) must not make every record of that user a mention of it."""
+    return key in _LABEL_KEYS or key.endswith(_LABEL_SUFFIXES)
+
+
+def text_mentions(value: Any, needles: Sequence[Needle]) -> bool:
+    """True when any remembered text inside `value` (a record as JSON: nested dicts and lists, label
+    fields skipped, see `is_label_key`) mentions a needle."""
+    if isinstance(value, str):
+        return mentions(value, needles)
+    if isinstance(value, Mapping):
+        return any(
+            text_mentions(item, needles)
+            for key, item in value.items()
+            if not (isinstance(key, str) and is_label_key(key))
+        )
+    if isinstance(value, list | tuple):
+        return any(text_mentions(item, needles) for item in value)
+    return False
+
+
 def value_mentions(value: Any, needles: Sequence[Needle]) -> bool:
     """True when any string inside `value` (nested dicts and lists included) mentions a needle."""
     if isinstance(value, str):

@@ -40,7 +40,7 @@ from contracts import Subjects
 from contracts.events import Scope
 from services.common.domain.owner import Owner
 from services.common.domain.sparse import SparseVector
-from services.common.domain.value_text import Needle, make_needle, value_mentions
+from services.common.domain.value_text import Needle, make_needle, text_mentions
 from services.common.stores.erasure import (
     ERASURE_RECORD_KINDS,
     stream_messages,
@@ -129,13 +129,13 @@ async def _stream_hits(
 async def find_in_sessions(stores: PlaceStores, owner: Owner, needles: Sequence[Needle]) -> list[str]:
     subject = stores.subjects.session_completed(owner.tenant_id, owner.user_id)
     return await _stream_hits(
-        stores, stores.subjects.session_stream, subject, lambda _subject, data: value_mentions(data, needles)
+        stores, stores.subjects.session_stream, subject, lambda _subject, data: text_mentions(data, needles)
     )
 
 
 async def find_in_derived_events(stores: PlaceStores, owner: Owner, needles: Sequence[Needle]) -> list[str]:
     def matches(subject: str, data: Any) -> bool:
-        return subject_kind(stores.subjects, subject) not in ERASURE_RECORD_KINDS and value_mentions(data, needles)
+        return subject_kind(stores.subjects, subject) not in ERASURE_RECORD_KINDS and text_mentions(data, needles)
 
     subject_filter = user_derived_filter(stores.subjects, owner.tenant_id, owner.user_id)
     return await _stream_hits(stores, stores.subjects.derived_stream, subject_filter, matches)
@@ -147,7 +147,7 @@ async def find_in_dead_letters(stores: PlaceStores, owner: Owner, needles: Seque
         stores,
         stores.subjects.dead_letter_stream,
         subject_filter,
-        lambda _subject, data: value_mentions(with_inner_payload(data), needles),
+        lambda _subject, data: text_mentions(with_inner_payload(data), needles),
     )
 
 
@@ -161,7 +161,7 @@ def _points_finder(collection: str) -> Finder:
                 f"{collection} of {owner.tenant_id}/{owner.user_id} holds more than scan_limit={stores.scan_limit} "
                 "points; raise TIERMEM_SCAN_LIMIT to search them by text"
             )
-        return [record.id for record in records if value_mentions(record.payload, needles)]
+        return [record.id for record in records if text_mentions(record.payload, needles)]
 
     return find
 
@@ -216,7 +216,7 @@ async def entities_naming(
     return [
         entity
         for entity in await entities_of(graph, owner, limit)
-        if value_mentions([entity.name, *entity.aliases], needles)
+        if text_mentions([entity.name, *entity.aliases], needles)
     ]
 
 
@@ -236,7 +236,7 @@ async def find_in_erasure_progress(stores: PlaceStores, owner: Owner, needles: S
         if not _progress_of(key, owner):
             continue
         record = json_or_text((await kv.get(key)).value)
-        if isinstance(record, dict) and value_mentions(record.get("needles"), needles):
+        if isinstance(record, dict) and text_mentions(record.get("needles"), needles):
             found.append(key)
     return found
 
