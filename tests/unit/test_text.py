@@ -84,6 +84,18 @@ def test_truncate_never_splits_a_cluster(text: str, limit: int, expected: str) -
     assert truncate_codepoints(text, limit) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "limit", "expected"),
+    [
+        ("aक्ष", 3, "a"),  # a Devanagari conjunct (consonant, virama, consonant) is one cluster
+        ("a\u0600\u0661", 2, "a"),  # an Arabic number sign goes with the digit after it (prepend)
+    ],
+)
+def test_truncate_follows_full_uax29_beyond_emoji_and_hangul(text: str, limit: int, expected: str) -> None:
+    assert truncate_codepoints(text, limit) == expected
+    assert not is_cluster_boundary(text, len(text) - 1)
+
+
 def test_truncate_falls_back_to_code_points_for_a_giant_cluster() -> None:
     text = "e" + "\u0301" * 50
     assert truncate_codepoints(text, 10) == text[:10]
