@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from services.common.domain.value_text import make_needle, needles_of, text_mentions
+from services.common.gateways.keywords import KeywordEncoder
 from services.common.stores.graph.repository import EntityRecord
-from services.common.stores.value_places import PLACE_NAMES
+from services.common.stores.value_places import PLACE_NAMES, keyword_terms
 from services.pruner.fact_erasure import FactErasure
 from services.pruner.value_needles import names_for_value
 
@@ -108,3 +109,17 @@ def test_labels_are_not_remembered_text() -> None:
     session["messages"].append({"role": "assistant", "content": "Noted, Carol."})
     assert text_mentions(session, needles)
     assert text_mentions({"provenance": [{"episode_id": "e1", "note": "said by carol"}]}, needles)
+
+
+def test_the_keyword_index_is_asked_about_single_words_only() -> None:
+    """The index holds words without their order: a phrase would be 'found' wherever its words are."""
+    encoder = KeywordEncoder()
+
+    def terms(text: str) -> list[int]:
+        needle = make_needle(text)
+        assert needle is not None
+        return keyword_terms(encoder, needle)
+
+    assert len(terms("Xanthorrhoea")) == 1
+    assert terms("pine nuts") == []
+    assert terms("Go") == []  # "Go" and "go" are one term in the index

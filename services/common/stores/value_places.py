@@ -14,8 +14,9 @@ just removed):
 - `dead_letters`: dead-letter records, and the failed message inside each;
 - `episodes`, `passages`, `facts`: every string of every point payload (summary, abstract, messages,
   provenance, entity names, fact text and value);
-- `keywords`: the keyword index itself: points whose sparse vector holds every term of the value
-  (asked of the index with one term at a time, so the payload and the index are checked apart);
+- `keywords`: the keyword index itself: points whose sparse vector holds the term of a one-word
+  needle (a name, a one-word value), asked of the index, so the payload and the index are checked
+  apart (a phrase cannot be: the index keeps no word order; its words are found in the text places);
 - `graph`: names and aliases of the entities the user contributed to, merged ones included (a merge
   keeps the folded name as an alias);
 - `erasure_progress`: the erasure's own working copy of what it searches for (a resumed erasure must
@@ -166,11 +167,24 @@ def _points_finder(collection: str) -> Finder:
     return find
 
 
+def keyword_terms(keywords: KeywordEncoder, needle: Needle) -> list[int]:
+    """The index terms of a needle the keyword index can be asked about: a single word (a name, a
+    one-word value) that is not told apart by its case. A phrase cannot be: the index holds words
+    without their order, so "pine nuts" would be found in "pine cones and nuts"; its words are
+    searched in the text places instead."""
+    if needle.case_sensitive:
+        return []  # "Go" and "go" are one term in the index
+    tokens = keywords.tokens(needle.text)
+    words = {token for token in tokens if not token.startswith("#")}  # '#': Hangul bigram fallback terms
+    if len(words) != 1:
+        return []
+    return keywords.encode_query(needle.text).indices
+
+
 async def keyword_holders(stores: PlaceStores, owner: Owner, collection: str, needle: Needle) -> set[str]:
-    """Points of the owner whose keyword vector holds every term of the needle."""
-    terms = stores.keywords.encode_query(needle.text).indices
+    """Points of the owner whose keyword vector holds every term of the needle (see `keyword_terms`)."""
     holders: set[str] | None = None
-    for term in terms:
+    for term in keyword_terms(stores.keywords, needle):
         hits = await stores.index.hybrid_query(
             collection,
             owner,
