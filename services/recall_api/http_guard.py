@@ -159,17 +159,18 @@ class RequestGuard:
         authorization, declared = _auth_and_length(scope["headers"])
         presented = bearer_token(authorization)
         client = client_address(scope)
-        wait_s = self._throttle.retry_after(client) if presented is not None else None
+        wait_s = self._throttle.retry_after(client, presented) if presented is not None else None
         if wait_s is not None:
             await discard_refused_body(scope, receive)
             await _send_error(send, 429, "too many wrong API keys from this client", {"retry-after": str(wait_s)})
             return
-        if tenant_for_key(self._api_keys, presented) is None:
+        if presented is None or tenant_for_key(self._api_keys, presented) is None:
             if presented is not None:
                 self._throttle.failed(client)
             await discard_refused_body(scope, receive)
             await _send_error(send, 401, "missing or invalid API key", {"www-authenticate": "Bearer"})
             return
+        self._throttle.succeeded(client, presented)
         if declared is not None and (not declared.strip().isdigit() or int(declared) > self._max):
             await discard_refused_body(scope, receive)
             await _send_error(send, 413, f"request body is larger than {self._max} bytes")

@@ -175,7 +175,7 @@ class RecallApiSettings(TierMemSettings):
         default=10.0,
         gt=0,
         description="Wrong API keys (Bearer or /ui login) a client address may present per minute once its "
-        "burst is spent; beyond, it gets 429 with Retry-After before its key is checked.",
+        "burst is spent; beyond, a key that has not worked from that address gets 429 with Retry-After unchecked.",
     )
     auth_failure_burst: int = Field(
         default=20, ge=1, description="Wrong API keys a client address may present at once before it is throttled."

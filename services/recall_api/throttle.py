@@ -1,24 +1,28 @@
 """Throttling of wrong API keys, per client address: a `/v1` or MCP request with a wrong Bearer key
 and a wrong key on the memory browser's login form spend the same budget.
 
-Each client address has a token bucket of `burst` failures that refills at `per_minute`. A client
-whose bucket is empty is answered 429 with `Retry-After` *before its key is checked*: were a key
-still checked, a guess that hit would be answered 200 and the throttle would slow nothing. Only
-wrong keys spend the budget, so a client whose keys are right is never throttled however fast it
-calls; a request with no key at all is no guess and spends nothing.
+Each client address has a token bucket of `burst` failures that refills at `per_minute`. Only wrong
+keys spend it; a request with no key at all is no guess and spends nothing. A client whose bucket is
+empty is answered 429 with `Retry-After`, and its key is not checked: were it checked, a guess that
+hit would be answered 200 and the throttle would slow no guessing. Successful clients are not
+throttled even then: a key that already worked from this address is recognised (by a digest, not by
+checking it against the configured keys) and served, so an attacker burning the budget of an
+address it shares with an agent (a NAT, a proxy) does not lock the agent out. Only a key never seen
+working from that address waits.
 
-Memory is bounded: at most `max_clients` buckets are kept, the least recently failed one dropped
-first (which forgets that client's failures: an attacker needs as many addresses as the table holds
-to make use of it, and has a larger budget from that many addresses anyway); a bucket that has
-refilled is dropped when next looked at.
+Memory is bounded: at most `max_clients` buckets and as many (address, key digest) pairs are kept,
+the least recently used dropped first. Dropping a bucket forgets that client's failures (an
+attacker needs as many addresses as the table holds to make use of it, and has a larger budget from
+that many addresses anyway); dropping a pair only means that key waits like a new one.
 
 The client is the connection's peer address (`scope["client"]`). Behind a reverse proxy or an
 ingress that is the proxy's address, shared by every client, unless uvicorn is told to trust the
 proxy's `X-Forwarded-For` (`FORWARDED_ALLOW_IPS=<proxy addresses>` in the recall API's
-environment); without it, one client's wrong keys throttle everyone behind that proxy."""
+environment); without it, one client's wrong keys make every new client behind that proxy wait."""
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections import OrderedDict
@@ -32,6 +36,10 @@ from starlette.types import Scope
 class _Bucket:
     tokens: float
     updated: float
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
 
 
 class FailureThrottle:
@@ -48,11 +56,13 @@ class FailureThrottle:
         self._max_clients = max_clients
         self._clock = clock
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+        self._worked: OrderedDict[tuple[str, bytes], None] = OrderedDict()
 
-    def retry_after(self, client: str) -> int | None:
-        """Whole seconds until `client` may present a key again, or None when it may now."""
+    def retry_after(self, client: str, key: str) -> int | None:
+        """Whole seconds until `client` may present `key`, or None when it may now (its budget is
+        not spent, or this key has worked from this client before)."""
         bucket = self._refilled(client)
-        if bucket is None or bucket.tokens >= 1.0:
+        if bucket is None or bucket.tokens >= 1.0 or (client, _digest(key)) in self._worked:
             return None
         return max(1, math.ceil((1.0 - bucket.tokens) / self._rate_per_s))
 
@@ -66,6 +76,14 @@ class FailureThrottle:
         self._buckets.move_to_end(client)
         while len(self._buckets) > self._max_clients:
             self._buckets.popitem(last=False)
+
+    def succeeded(self, client: str, key: str) -> None:
+        """`key` worked from `client`: it is served from there even while the budget is spent."""
+        pair = (client, _digest(key))
+        self._worked[pair] = None
+        self._worked.move_to_end(pair)
+        while len(self._worked) > self._max_clients:
+            self._worked.popitem(last=False)
 
     def _refilled(self, client: str) -> _Bucket | None:
         bucket = self._buckets.get(client)

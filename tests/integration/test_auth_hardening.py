@@ -26,7 +26,7 @@ from services.common.runtime.settings import NatsSettings
 from services.recall_api.ui.actions import actions_router
 from services.recall_api.ui.pages import pages_router
 from tests.fixtures.falkordb import FalkorDBGraph
-from tests.integration.test_recall_api import ACME_KEY, RecallStack, build_stack
+from tests.integration.test_recall_api import ACME_KEY, GLOBEX_KEY, RecallStack, build_stack
 from tests.integration.test_recall_api import embedder as embedder
 from tests.integration.test_recall_api import keywords as keywords
 from tests.support.events import session_event
@@ -136,11 +136,14 @@ async def test_wrong_bearer_keys_are_throttled_per_client_and_right_keys_never(h
         assert int(throttled.headers["retry-after"]) >= 1
         assert throttled.json()["code"] == "too_many_requests"
         assert (await wrong.post("/mcp", json={})).status_code == 429, "MCP shares the guard"
-        # Over its budget a client's key is not even checked: a guess that hit would be told so.
-        assert (await right.get("/v1/prompt/memory-instructions")).status_code == 429
+        # The key that has been working from this client still works: successful clients are not throttled.
+        assert (await right.get("/v1/prompt/memory-instructions")).status_code == 200
+    async with hardened.client(GLOBEX_KEY) as new_here:
+        # A right key never used from this client is not even checked: a guess that hit would be told so.
+        assert (await new_here.get("/v1/prompt/memory-instructions")).status_code == 429
     # Another client address has its own budget (the same app, reached from 10.1.2.3).
     transport = httpx.ASGITransport(app=hardened.app, client=("10.1.2.3", 4321))
-    headers = {"Authorization": f"Bearer {ACME_KEY}"}
+    headers = {"Authorization": f"Bearer {GLOBEX_KEY}"}
     async with httpx.AsyncClient(transport=transport, base_url="http://recall.test", headers=headers) as other:
         assert (await other.get("/v1/prompt/memory-instructions")).status_code == 200
 
@@ -148,11 +151,14 @@ async def test_wrong_bearer_keys_are_throttled_per_client_and_right_keys_never(h
 async def test_wrong_login_keys_are_throttled_and_share_the_budget(hardened: RecallStack) -> None:
     assert hardened.base_url is not None
     async with httpx.AsyncClient(base_url=hardened.base_url, timeout=30) as browser:
+        assert (await browser.post("/ui/login", data={"api_key": ACME_KEY})).status_code == 303
         for _ in range(BURST):
             refused = await browser.post("/ui/login", data={"api_key": "wrong-key-0123456789abcdefghij"})
             assert refused.status_code == 401
-        throttled = await browser.post("/ui/login", data={"api_key": ACME_KEY})
+        throttled = await browser.post("/ui/login", data={"api_key": GLOBEX_KEY})
         assert throttled.status_code == 429 and int(throttled.headers["retry-after"]) >= 1
+        again = await browser.post("/ui/login", data={"api_key": ACME_KEY})
+        assert again.status_code == 303, "a key that logged in from here before is not throttled"
         bearer = await browser.get("/v1/prompt/memory-instructions", headers={"Authorization": "Bearer nope-nope"})
         assert bearer.status_code == 429, "the login form's failures count for the Bearer guard too"
 

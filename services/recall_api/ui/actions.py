@@ -59,10 +59,10 @@ def _invalid(request: Request, exc: ValidationError, session: Any) -> Response:
 @actions_router.post("/login")
 async def login(request: Request, api_key: Annotated[str, Form(max_length=500)] = "") -> Response:
     """A wrong key spends the client's budget of wrong keys (shared with /v1's Bearer keys); over it,
-    the form is refused before the key is checked (throttle.py)."""
+    the form is refused before the key is checked, unless the key has worked from there (throttle.py)."""
     service = service_of(request)
     throttle, client = throttle_of(request), client_address(request.scope)
-    wait_s = throttle.retry_after(client)
+    wait_s = throttle.retry_after(client, api_key.strip())
     if wait_s is not None:
         log.info("memory browser: login throttled")
         refused = error_page(request, status.HTTP_429_TOO_MANY_REQUESTS, "Too many wrong keys: try again later.")
@@ -73,6 +73,7 @@ async def login(request: Request, api_key: Annotated[str, Form(max_length=500)] 
             throttle.failed(client)
         log.info("memory browser: login refused")
         return render(request, "login.html", {"failed": True}, status_code=status.HTTP_401_UNAUTHORIZED, session=None)
+    throttle.succeeded(client, api_key.strip())
     response = redirect("/ui")
     response.set_cookie(
         COOKIE_NAME,
