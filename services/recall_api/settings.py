@@ -181,12 +181,15 @@ class RecallApiSettings(TierMemSettings):
         default=20, ge=1, description="Wrong API keys a client address may present at once before it is throttled."
     )
     auth_throttle_max_clients: int = Field(
-        default=10_000, ge=1, description="Client addresses whose wrong keys are remembered (oldest dropped first)."
+        default=10_000,
+        ge=1,
+        description="Client addresses whose wrong keys are remembered, and as many address/key pairs that worked "
+        "(oldest dropped first).",
     )
     metrics_require_key: bool = Field(
         default=False,
         description="Put /metrics behind the API key (Bearer). Off by default so Prometheus can scrape it; it "
-        "carries counts and latencies, never memory text or ids.",
+        "carries counts and latencies, never a tenant, user or memory text.",
     )
     docs_require_key: bool = Field(
         default=False,
