@@ -1,4 +1,4 @@
-"""The recall service's own errors; routes answer them with 503 and 422, MCP tools with a tool error."""
+"""The recall service's own errors; the app answers them with 503 and 422, MCP tools with a tool error."""
 
 from __future__ import annotations
 
@@ -16,19 +16,11 @@ class FactRejected(ValueError):
     """The write policy refused a fact (two sentences, a passing state, ...)."""
 
 
-async def found_or_raise(
-    lookup: Awaitable[T | None],
-    *,
-    unavailable: Callable[[StoreUnavailable], Exception],
-    missing: Callable[[], Exception],
-) -> T:
-    """The result of a lookup by id, with the two failures every surface maps in its own words: a
-    store that cannot be reached (HTTP 503, a tool error) and nothing found (404, a tool error). One
-    place, so the HTTP routes and the MCP tools can never disagree on which is which."""
-    try:
-        found = await lookup
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
+async def found_or_raise(lookup: Awaitable[T | None], *, missing: Callable[[], Exception]) -> T:
+    """The result of a lookup by id, or `missing()` raised when there is none (HTTP 404, a tool error).
+    A store that cannot be reached is not handled here: it reaches the one handler of store and broker
+    failures (`unavailable.py`), which answers HTTP and MCP alike."""
+    found = await lookup
     if found is None:
         raise missing()
     return found

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from services.common.runtime.resources import Resources
 from services.common.runtime.telemetry import install_tracing
 from services.recall_api.auth import Principal, bearer_token, check_api_keys, tenant_for_key, valid_id
-from services.recall_api.errors import FactRejected, StoreUnavailable
+from services.recall_api.errors import FactRejected
 from services.recall_api.http_guard import error_body
 from services.recall_api.instructions import memory_instructions
 from services.recall_api.mcp_write_tools import READ_ONLY, WRITES, add_write_tools
@@ -43,6 +43,7 @@ from services.recall_api.schemas import (
 )
 from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
+from services.recall_api.unavailable import RecallMcpServer
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ def _errors(exc: ValidationError) -> str:
 def build_mcp_server(service: RecallService, *, fixed: Principal | None = None) -> MCPServer[Any]:
     """The MCP server over `service`. `fixed` pins the principal (stdio); without it each request's
     principal comes from the HTTP auth wrapper."""
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = RecallMcpServer(
         "tiermem",
         title="tiermem memory",
         version=_server_version(),
@@ -151,10 +152,7 @@ def _add_search_tools(server: MCPServer[Any], service: RecallService, fixed: Pri
             )
         except ValidationError as exc:
             raise ToolError(_errors(exc)) from exc
-        try:
-            return await service.search(principal.tenant_id, request)
-        except StoreUnavailable as exc:
-            raise ToolError(str(exc)) from exc
+        return await service.search(principal.tenant_id, request)
 
     @server.tool(
         annotations=READ_ONLY,
@@ -171,10 +169,7 @@ def _add_search_tools(server: MCPServer[Any], service: RecallService, fixed: Pri
     ) -> ExpandedMemory:
         principal = _principal(ctx, fixed)
         user = _user(principal, user_id)
-        try:
-            expanded = await service.expand(principal.tenant_id, user, id, channel=_channel(principal, channel))
-        except StoreUnavailable as exc:
-            raise ToolError(str(exc)) from exc
+        expanded = await service.expand(principal.tenant_id, user, id, channel=_channel(principal, channel))
         if expanded is None:
             raise ToolError(NOT_FOUND)
         return expanded
@@ -213,10 +208,7 @@ def _add_graph_tool(server: MCPServer[Any], service: RecallService, fixed: Princ
             )
         except ValidationError as exc:
             raise ToolError(_errors(exc)) from exc
-        try:
-            return await service.graph_search(principal.tenant_id, request)
-        except StoreUnavailable as exc:
-            raise ToolError(str(exc)) from exc
+        return await service.graph_search(principal.tenant_id, request)
 
 
 def _add_fact_tools(server: MCPServer[Any], service: RecallService, fixed: Principal | None) -> None:
@@ -261,8 +253,6 @@ def _add_fact_tools(server: MCPServer[Any], service: RecallService, fixed: Princ
             return await service.save_fact(principal.tenant_id, request)
         except FactRejected as exc:
             raise ToolError(f"not saved: {exc}") from exc
-        except StoreUnavailable as exc:
-            raise ToolError(str(exc)) from exc
 
     @server.tool(
         annotations=READ_ONLY,
@@ -282,16 +272,13 @@ def _add_fact_tools(server: MCPServer[Any], service: RecallService, fixed: Princ
         user = _user(principal, user_id)
         if token_budget is not None and not 1 <= token_budget <= 8000:
             raise ToolError("token_budget must be between 1 and 8000")
-        try:
-            return await service.recall_facts(
-                principal.tenant_id,
-                user,
-                token_budget=token_budget,
-                channel=_channel(principal, channel),
-                subject=subject,
-            )
-        except StoreUnavailable as exc:
-            raise ToolError(str(exc)) from exc
+        return await service.recall_facts(
+            principal.tenant_id,
+            user,
+            token_budget=token_budget,
+            channel=_channel(principal, channel),
+            subject=subject,
+        )
 
 
 def streamable_http_endpoint(server: MCPServer[Any], settings: RecallApiSettings) -> ASGIApp:

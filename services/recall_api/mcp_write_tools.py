@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError
 
 from contracts.session_input import SessionRejected
 from services.recall_api.auth import Principal
-from services.recall_api.errors import FactRejected, StoreUnavailable, found_or_raise
+from services.recall_api.errors import FactRejected, found_or_raise
 from services.recall_api.memory_admin import InvalidCursor, ListFilters
 from services.recall_api.service import RecallService
 from services.recall_api.sessions_in import WrongTenant
@@ -37,10 +37,6 @@ IdArg = Annotated[str, Field(max_length=128, description="Fact or episode id, as
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
-
-
-def _tool_error(exc: StoreUnavailable) -> ToolError:
-    return ToolError(str(exc))
 
 
 def _not_found() -> ToolError:
@@ -79,10 +75,7 @@ def _add_session_tools(
         principal = principal_of(ctx)
         if principal.user_id is not None and any(s.get("user_id") != principal.user_id for s in sessions):
             raise ToolError("every session must belong to the user this connection is pinned to")
-        try:
-            return await service.add_sessions(principal.tenant_id, list(sessions))
-        except StoreUnavailable as exc:
-            raise _tool_error(exc) from exc
+        return await service.add_sessions(principal.tenant_id, list(sessions))
 
     @server.tool(
         annotations=READ_ONLY,
@@ -96,9 +89,7 @@ def _add_session_tools(
         principal = principal_of(ctx)
         user = user_of(principal, user_id)
         return await found_or_raise(
-            service.event_status(principal.tenant_id, user, event_id.lower()),
-            unavailable=_tool_error,
-            missing=_event_not_found,
+            service.event_status(principal.tenant_id, user, event_id.lower()), missing=_event_not_found
         )
 
 
@@ -130,16 +121,12 @@ def _add_listing_tools(
             )
         except InvalidCursor as exc:
             raise ToolError(str(exc)) from exc
-        except StoreUnavailable as exc:
-            raise _tool_error(exc) from exc
 
     @server.tool(annotations=READ_ONLY, description="One fact with its status, validity and channels.")
     async def memory_get_fact(fact_id: IdArg, user_id: UserArg, ctx: Context[Any, Any]) -> MemoryRecord:
         principal = principal_of(ctx)
         return await found_or_raise(
-            service.fact(principal.tenant_id, user_of(principal, user_id), fact_id),
-            unavailable=_tool_error,
-            missing=_not_found,
+            service.fact(principal.tenant_id, user_of(principal, user_id), fact_id), missing=_not_found
         )
 
     @server.tool(
@@ -149,9 +136,7 @@ def _add_listing_tools(
     async def memory_fact_history(fact_id: IdArg, user_id: UserArg, ctx: Context[Any, Any]) -> FactHistoryResponse:
         principal = principal_of(ctx)
         return await found_or_raise(
-            service.fact_history(principal.tenant_id, user_of(principal, user_id), fact_id),
-            unavailable=_tool_error,
-            missing=_not_found,
+            service.fact_history(principal.tenant_id, user_of(principal, user_id), fact_id), missing=_not_found
         )
 
 
@@ -168,9 +153,7 @@ def _add_change_tools(
     async def memory_forget(memory_id: IdArg, user_id: UserArg, ctx: Context[Any, Any]) -> ForgetAccepted:
         principal = principal_of(ctx)
         return await found_or_raise(
-            service.forget(principal.tenant_id, user_of(principal, user_id), memory_id),
-            unavailable=_tool_error,
-            missing=_not_found,
+            service.forget(principal.tenant_id, user_of(principal, user_id), memory_id), missing=_not_found
         )
 
     @server.tool(
@@ -195,8 +178,6 @@ def _add_change_tools(
             raise ToolError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())) from exc
         except (FactRejected, SessionRejected, WrongTenant) as exc:
             raise ToolError(f"not corrected: {exc}") from exc
-        except StoreUnavailable as exc:
-            raise _tool_error(exc) from exc
         if corrected is None:
             raise ToolError(NOT_FOUND)
         return corrected

@@ -23,7 +23,6 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from contracts.events import ID_PATTERN, Channel
@@ -32,10 +31,9 @@ from services.common.domain.facts import Fact, normalise_subject
 from services.common.domain.owner import Owner
 from services.recall_api.auth import Principal
 from services.recall_api.candidates import fact_filter
-from services.recall_api.errors import StoreUnavailable
 from services.recall_api.mcp_write_tools import READ_ONLY
 from services.recall_api.ranking import is_superseded
-from services.recall_api.routes import ERROR_RESPONSES, Service, Tenant, UserId, unavailable
+from services.recall_api.routes import ERROR_RESPONSES, Service, Tenant, UserId
 from services.recall_api.service import RecallService
 
 PROCEDURE_SUBJECT = "procedure"
@@ -198,17 +196,14 @@ async def procedures_for_turn(
     token_budget: Annotated[int | None, Query(ge=1, le=MAX_TOKEN_BUDGET, description="Most tokens (400).")] = None,
     include_shared: Annotated[bool, Query(description="Add the tenant's shared rules.")] = True,
 ) -> ProceduresResponse:
-    try:
-        return await ProcedureMemory(service).procedures(
-            tenant,
-            user_id,
-            channel=channel,
-            query=query,
-            token_budget=token_budget,
-            include_shared=include_shared,
-        )
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
+    return await ProcedureMemory(service).procedures(
+        tenant,
+        user_id,
+        channel=channel,
+        query=query,
+        token_budget=token_budget,
+        include_shared=include_shared,
+    )
 
 
 def add_procedure_tool(
@@ -234,13 +229,10 @@ def add_procedure_tool(
     ) -> ProceduresResponse:
         principal = principal_of(ctx)
         channel = principal.channel or "private"
-        try:
-            return await ProcedureMemory(service).procedures(
-                principal.tenant_id,
-                user_of(principal, user_id),
-                channel=channel,
-                query=query,
-                token_budget=token_budget,
-            )
-        except StoreUnavailable as exc:
-            raise ToolError(f"memory store unavailable: {exc}") from exc
+        return await ProcedureMemory(service).procedures(
+            principal.tenant_id,
+            user_of(principal, user_id),
+            channel=channel,
+            query=query,
+            token_budget=token_budget,
+        )

@@ -12,7 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from contracts.events import ID_PATTERN, Channel
 from services.recall_api import instructions
 from services.recall_api.auth import tenant_for_key
-from services.recall_api.errors import FactRejected, StoreUnavailable
+from services.recall_api.errors import FactRejected
 from services.recall_api.http_guard import FieldError
 from services.recall_api.schemas import (
     AutoRecallRequest,
@@ -29,6 +29,7 @@ from services.recall_api.schemas import (
     SearchResponse,
 )
 from services.recall_api.service import RecallService
+from services.recall_api.unavailable import unavailable_reason
 from services.recall_api.write_schemas import ErrorResponse
 
 log = logging.getLogger(__name__)
@@ -80,11 +81,6 @@ Tenant = Annotated[str, Depends(require_tenant)]
 Service = Annotated[RecallService, Depends(service_of)]
 
 
-def unavailable(exc: StoreUnavailable) -> HTTPException:
-    log.error("recall store unavailable: %s", exc)
-    return HTTPException(status_code=status.HTTP_503_SERVICE_UNAVAILABLE, detail=str(exc))
-
-
 router = APIRouter(responses=ERROR_RESPONSES)
 
 
@@ -92,17 +88,16 @@ router = APIRouter(responses=ERROR_RESPONSES)
 async def recall_auto(body: AutoRecallRequest, tenant: Tenant, service: Service) -> AutoRecallResponse:
     try:
         return await service.auto(tenant, body)
-    except StoreUnavailable as exc:
-        service.metrics.record_error("auto")
-        raise unavailable(exc) from exc
+    except Exception as exc:
+        # Counted here; answered (503 for a store or broker failure) by the app's one handler.
+        if unavailable_reason(exc) is not None:
+            service.metrics.record_error("auto")
+        raise
 
 
 @router.post("/v1/memories/search", response_model=SearchResponse, tags=["recall"], summary="L1 memory_search")
 async def memories_search(body: SearchRequest, tenant: Tenant, service: Service) -> SearchResponse:
-    try:
-        return await service.search(tenant, body)
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
+    return await service.search(tenant, body)
 
 
 @router.get(
@@ -118,10 +113,7 @@ async def memories_expand(
     service: Service,
     channel: Channel = "private",
 ) -> ExpandedMemory:
-    try:
-        expanded = await service.expand(tenant, user_id, memory_id, channel=channel)
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
+    expanded = await service.expand(tenant, user_id, memory_id, channel=channel)
     if expanded is None:
         raise HTTPException(status_code=status.HTTP_404_NOT_FOUND, detail=NOT_FOUND_DETAIL)
     return expanded
@@ -131,10 +123,7 @@ async def memories_expand(
 async def graph_search(body: GraphSearchRequest, tenant: Tenant, service: Service) -> GraphSearchResponse:
     if not body.query and not body.entity:
         raise FieldError("query", "give `query` or `entity`")
-    try:
-        return await service.graph_search(tenant, body)
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
+    return await service.graph_search(tenant, body)
 
 
 @router.post(
@@ -157,8 +146,6 @@ async def facts_save(
         return await service.save_fact(tenant, body)
     except FactRejected as exc:
         raise FieldError("text", str(exc)) from exc
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
 
 
 @router.get("/v1/facts", response_model=FactsResponse, tags=["facts"], summary="memory_recall")
@@ -170,10 +157,7 @@ async def facts_recall(
     channel: Channel = "private",
     subject: Annotated[str | None, Query(max_length=200)] = None,
 ) -> FactsResponse:
-    try:
-        return await service.recall_facts(tenant, user_id, token_budget=token_budget, channel=channel, subject=subject)
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
+    return await service.recall_facts(tenant, user_id, token_budget=token_budget, channel=channel, subject=subject)
 
 
 @router.delete(
@@ -189,10 +173,7 @@ async def users_erase(
     service: Service,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> ErasureAccepted:
-    try:
-        return await service.request_erasure(tenant, user_id, idempotency_key=idempotency_key)
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
+    return await service.request_erasure(tenant, user_id, idempotency_key=idempotency_key)
 
 
 @router.get("/v1/prompt/memory-instructions", response_model=Instructions, tags=["prompt"])

@@ -10,10 +10,10 @@ from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, status
 
 from contracts.events import Channel, Scope
 from services.common.domain.facts import FactStatus
-from services.recall_api.errors import FactRejected, StoreUnavailable, found_or_raise
+from services.recall_api.errors import FactRejected, found_or_raise
 from services.recall_api.http_guard import FieldError
 from services.recall_api.memory_admin import InvalidCursor, ListFilters
-from services.recall_api.routes import ERROR_RESPONSES, NOT_FOUND_DETAIL, Service, Tenant, UserId, unavailable
+from services.recall_api.routes import ERROR_RESPONSES, NOT_FOUND_DETAIL, Service, Tenant, UserId
 from services.recall_api.service import SessionRejected
 from services.recall_api.sessions_in import WrongTenant
 from services.recall_api.write_schemas import (
@@ -71,8 +71,6 @@ async def sessions_add(
     except SessionRejected as exc:
         code = status.HTTP_413_CONTENT_TOO_LARGE if exc.too_large else status.HTTP_422_UNPROCESSABLE_CONTENT
         raise FieldError(exc.field or None, exc.reason, code) from exc
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
 
 
 @write_router.post(
@@ -85,10 +83,7 @@ async def sessions_add(
 async def sessions_add_batch(body: SessionBatchRequest, tenant: Tenant, service: Service) -> SessionBatchResponse:
     """Each record is validated on its own (`tenant_id` may be left out: the key decides it); one bad
     record rejects only itself."""
-    try:
-        return await service.add_sessions(tenant, list(body.sessions))
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
+    return await service.add_sessions(tenant, list(body.sessions))
 
 
 @write_router.get(
@@ -103,9 +98,7 @@ async def events_status(
     tenant: Tenant,
     service: Service,
 ) -> EventStatus:
-    return await found_or_raise(
-        service.event_status(tenant, user_id, event_id.lower()), unavailable=unavailable, missing=_event_not_found
-    )
+    return await found_or_raise(service.event_status(tenant, user_id, event_id.lower()), missing=_event_not_found)
 
 
 @write_router.get("/v1/memories", response_model=MemoryListResponse, tags=["memories"], summary="List memories")
@@ -132,8 +125,6 @@ async def memories_list(
         return await service.list_memories(tenant, user_id, kind, limit=limit, cursor=cursor, filters=filters)
     except InvalidCursor as exc:
         raise FieldError("cursor", str(exc)) from exc
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
 
 
 @write_router.delete(
@@ -148,15 +139,13 @@ async def memories_forget(
 ) -> ForgetAccepted:
     """Carried out by the pruner; `status_url` reports when it is complete and what it removed."""
     return await found_or_raise(
-        service.forget(tenant, user_id, memory_id, idempotency_key=idempotency_key),
-        unavailable=unavailable,
-        missing=_not_found,
+        service.forget(tenant, user_id, memory_id, idempotency_key=idempotency_key), missing=_not_found
     )
 
 
 @write_router.get("/v1/facts/{fact_id}", response_model=MemoryRecord, tags=["facts"], summary="One fact")
 async def facts_get(fact_id: MemoryId, user_id: UserId, tenant: Tenant, service: Service) -> MemoryRecord:
-    return await found_or_raise(service.fact(tenant, user_id, fact_id), unavailable=unavailable, missing=_not_found)
+    return await found_or_raise(service.fact(tenant, user_id, fact_id), missing=_not_found)
 
 
 @write_router.get(
@@ -166,9 +155,7 @@ async def facts_get(fact_id: MemoryId, user_id: UserId, tenant: Tenant, service:
     summary="Every version of a fact, with validity and provenance",
 )
 async def facts_history(fact_id: MemoryId, user_id: UserId, tenant: Tenant, service: Service) -> FactHistoryResponse:
-    return await found_or_raise(
-        service.fact_history(tenant, user_id, fact_id), unavailable=unavailable, missing=_not_found
-    )
+    return await found_or_raise(service.fact_history(tenant, user_id, fact_id), missing=_not_found)
 
 
 @write_router.post(
@@ -190,8 +177,6 @@ async def facts_correct(
         corrected = await service.correct_fact(tenant, fact_id, body, idempotency_key=idempotency_key)
     except FactRejected as exc:
         raise FieldError("text", str(exc)) from exc
-    except StoreUnavailable as exc:
-        raise unavailable(exc) from exc
     if corrected is None:
         raise _not_found()
     return corrected
