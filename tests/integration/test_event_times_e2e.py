@@ -15,7 +15,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx as httpx2
+import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -38,7 +38,7 @@ EXTREMES = [
 ]
 
 # (changes to a valid record, the field the refusal must name)
-REFUSED = [
+REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"ended_at": "9999-12-31T23:59:59Z"}, "ended_at"),
     ({"started_at": "1969-12-31T23:59:59Z"}, "started_at"),
     ({"ended_at": "2199-12-31T23:00:00-05:00"}, "ended_at"),
