@@ -25,11 +25,12 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.types import Scope
+
+from services.common.domain.lru import LruCache
 
 
 @dataclass(slots=True)
@@ -53,10 +54,9 @@ class FailureThrottle:
     ) -> None:
         self._rate_per_s = per_minute / 60.0
         self._burst = float(burst)
-        self._max_clients = max_clients
         self._clock = clock
-        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
-        self._worked: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+        self._buckets: LruCache[str, _Bucket] = LruCache(max_clients)
+        self._worked: LruCache[tuple[str, bytes], bool] = LruCache(max_clients)
 
     def retry_after(self, client: str, key: str) -> int | None:
         """Whole seconds until `client` may present `key`, or None when it may now (its budget is
@@ -72,18 +72,11 @@ class FailureThrottle:
         if bucket is None:
             bucket = _Bucket(tokens=self._burst, updated=self._clock())
         bucket.tokens = max(0.0, bucket.tokens - 1.0)
-        self._buckets[client] = bucket
-        self._buckets.move_to_end(client)
-        while len(self._buckets) > self._max_clients:
-            self._buckets.popitem(last=False)
+        self._buckets.put(client, bucket)
 
     def succeeded(self, client: str, key: str) -> None:
         """`key` worked from `client`: it is served from there even while the budget is spent."""
-        pair = (client, _digest(key))
-        self._worked[pair] = None
-        self._worked.move_to_end(pair)
-        while len(self._worked) > self._max_clients:
-            self._worked.popitem(last=False)
+        self._worked.put((client, _digest(key)), True)
 
     def _refilled(self, client: str) -> _Bucket | None:
         bucket = self._buckets.get(client)
@@ -93,7 +86,7 @@ class FailureThrottle:
         bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.updated) * self._rate_per_s)
         bucket.updated = now
         if bucket.tokens >= self._burst:
-            del self._buckets[client]  # as good as new: nothing to remember
+            self._buckets.pop(client)  # as good as new: nothing to remember
             return None
         return bucket
 

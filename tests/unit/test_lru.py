@@ -19,6 +19,8 @@ def test_the_least_recently_used_entry_goes_first() -> None:
     assert len(cache) == 2
     assert "b" not in cache
     assert (cache.get("a"), cache.get("c")) == (1, 3)
+    assert (cache.pop("a"), cache.pop("a")) == (1, None)
+    assert len(cache) == 1
 
 
 def test_a_zero_sized_cache_stores_nothing_and_a_negative_size_is_refused() -> None:

@@ -1,5 +1,6 @@
 """A bounded mapping that forgets the least recently used entry first: the one LRU behind the
-process-local caches (query and passage vectors, entity-name embeddings).
+process-local caches and tables (query and passage vectors, entity-name embeddings, the recall API's
+wrong-key throttle).
 
 `functools.lru_cache` memoises a function; these caches are filled from outside (a vector computed
 elsewhere, stored once it arrives), so they need `get` and `put`.
@@ -35,6 +36,9 @@ class LruCache(Generic[K, V]):
         if value is not None:
             self._entries.move_to_end(key)
         return value
+
+    def pop(self, key: K) -> V | None:
+        return self._entries.pop(key, None)
 
     def put(self, key: K, value: V) -> None:
         if self.max_entries == 0:
