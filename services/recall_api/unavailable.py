@@ -35,7 +35,7 @@ VECTOR = "the vector store is not reachable; retry later"
 ANY_STORE = "a store or the broker did not answer; retry later"
 
 # Most specific first: the first class an exception is an instance of decides its reason.
-_REASONS: tuple[tuple[type[BaseException], str], ...] = (
+_REASONS: tuple[tuple[type[Exception], str], ...] = (
     (nats.errors.Error, BROKER),
     (redis.exceptions.ConnectionError, GRAPH),
     (redis.exceptions.TimeoutError, GRAPH),
@@ -45,7 +45,7 @@ _REASONS: tuple[tuple[type[BaseException], str], ...] = (
     (httpx.TransportError, ANY_STORE),
     (OSError, ANY_STORE),  # ConnectionError, TimeoutError (asyncio's too), a socket's errors
 )
-FAILURE_TYPES: tuple[type[BaseException], ...] = (StoreUnavailable, *(kind for kind, _ in _REASONS))
+FAILURE_TYPES: tuple[type[Exception], ...] = (StoreUnavailable, *(kind for kind, _ in _REASONS))
 
 
 def unavailable_reason(exc: BaseException) -> str | None:
@@ -74,9 +74,9 @@ async def _unavailable(request: Request, exc: Exception) -> Response:
         raise exc  # not an outage: the server error handler answers it (and logs the traceback)
     log.error("%s %s: %s (%s: %s)", request.method, request.url.path, reason, type(exc).__name__, exc)
     if request.url.path == "/ui" or request.url.path.startswith("/ui/"):
-        from services.recall_api.ui.rendering import unavailable_page
+        from services.recall_api.ui.rendering import session_if_any, unavailable_page
 
-        page = unavailable_page(request, StoreUnavailable(reason))
+        page = unavailable_page(request, StoreUnavailable(reason), session_if_any(request))
         page.headers["Retry-After"] = RETRY_AFTER_S
         return page
     return error_response(503, reason, headers={"Retry-After": RETRY_AFTER_S})

@@ -130,7 +130,10 @@ def _names_unavailability(outcome: Outcome) -> bool:
 
 
 def _proper_503(name: str, outcome: Outcome) -> bool:
-    if name.split(" ", 1)[1].startswith("/ui"):
+    path = name.split(" ", 1)[1]
+    if path.startswith("/ui") and path.endswith(".json"):
+        return '"error":' in outcome.text  # the page's status poll: what it knows, and why not more
+    if path.startswith("/ui"):
         return "Traceback" not in outcome.text and "<html" in outcome.text.lower()
     if name == "GET /readyz":
         return '"not ready"' in outcome.text  # its own documented shape: the checks that failed

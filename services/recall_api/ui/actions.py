@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from contracts.events import Channel, Scope
 from services.recall_api.auth import tenant_for_key
-from services.recall_api.errors import FactRejected, StoreUnavailable
+from services.recall_api.errors import FactRejected
 from services.recall_api.schemas import (
     AutoRecallRequest,
     ChatTurn,
@@ -37,7 +37,6 @@ from services.recall_api.ui.rendering import (
     service_of,
     signer_of,
     throttle_of,
-    unavailable_page,
 )
 from services.recall_api.ui.session import COOKIE_NAME
 from services.recall_api.write_schemas import CorrectionRequest
@@ -150,10 +149,7 @@ async def search(
         )
     except ValidationError as exc:
         return _invalid(request, exc, session)
-    try:
-        found = await service.search(session.tenant_id, body)
-    except StoreUnavailable as exc:
-        return unavailable_page(request, exc, session)
+    found = await service.search(session.tenant_id, body)
     items = [item for item in found.items if _within(item, scope, *window)]
     form = {"query": query, "kind": kind, "scope": scope, "channel": channel, "after": after, "before": before}
     context = {"user_id": user_id, "items": items, "top_score": found.top_score, "form": form}
@@ -191,10 +187,7 @@ async def l0_preview(
         )
     except ValidationError as exc:
         return _invalid(request, exc, session)
-    try:
-        explained = await explain_auto(service, session.tenant_id, body)
-    except StoreUnavailable as exc:
-        return unavailable_page(request, exc, session)
+    explained = await explain_auto(service, session.tenant_id, body)
     form = {"message": message, "recent": recent, "channel": channel}
     return render(request, "l0.html", {"user_id": user_id, "explained": explained, "form": form}, session=session)
 
@@ -215,10 +208,7 @@ async def graph(
         body = GraphSearchRequest(user_id=user_id, query=entity, hops=hops, limit=60)
     except ValidationError as exc:
         return _invalid(request, exc, session)
-    try:
-        found = await service.graph_search(session.tenant_id, body)
-    except StoreUnavailable as exc:
-        return unavailable_page(request, exc, session)
+    found = await service.graph_search(session.tenant_id, body)
     context = {"user_id": user_id, "graph": graph_view(found), "form": {"entity": entity, "hops": hops}}
     return render(request, "graph.html", context, session=session)
 
@@ -245,8 +235,6 @@ async def correct_fact(
         corrected = await service.correct_fact(session.tenant_id, fact_id, body, idempotency_key=None)
     except FactRejected as exc:
         return error_page(request, status.HTTP_422_UNPROCESSABLE_CONTENT, f"Correction refused: {exc}", session)
-    except StoreUnavailable as exc:
-        return unavailable_page(request, exc, session)
     if corrected is None:
         raise UiError(status.HTTP_404_NOT_FOUND, "memory not found")
     return redirect(f"/ui/u/{user_id}/facts/{corrected.fact_id}")
@@ -258,10 +246,7 @@ async def forget(
 ) -> Response:
     checked_user(user_id)
     require_csrf(session, csrf)
-    try:
-        accepted = await service.forget(session.tenant_id, user_id, memory_id)
-    except StoreUnavailable as exc:
-        return unavailable_page(request, exc, session)
+    accepted = await service.forget(session.tenant_id, user_id, memory_id)
     if accepted is None:
         raise UiError(status.HTTP_404_NOT_FOUND, "memory not found")
     return redirect(f"/ui/u/{user_id}/events/{accepted.event_id}")
@@ -283,8 +268,5 @@ async def erase(
         return error_page(
             request, status.HTTP_422_UNPROCESSABLE_CONTENT, "Type the user id to confirm the erasure.", session
         )
-    try:
-        accepted = await service.request_erasure(session.tenant_id, user_id, reason="erased from the memory browser")
-    except StoreUnavailable as exc:
-        return unavailable_page(request, exc, session)
+    accepted = await service.request_erasure(session.tenant_id, user_id, reason="erased from the memory browser")
     return redirect(f"/ui/u/{user_id}/events/{accepted.event_id}?audit=true")

@@ -16,7 +16,6 @@ from services.common.domain.facts import FactStatus
 from services.common.domain.owner import Owner
 from services.common.stores.erasure import ControlError
 from services.common.stores.vector.port import SearchFilter
-from services.recall_api.errors import StoreUnavailable
 from services.recall_api.memory_admin import InvalidCursor, ListFilters
 from services.recall_api.ui.audit import audit_owner
 from services.recall_api.ui.rendering import (
@@ -29,12 +28,16 @@ from services.recall_api.ui.rendering import (
     render,
     service_of,
     signer_of,
-    unavailable_page,
 )
 from services.recall_api.ui.session import COOKIE_NAME
+from services.recall_api.unavailable import FAILURE_TYPES
 from services.recall_api.write_schemas import ListKind
 
 log = logging.getLogger(__name__)
+
+# What the status poll answers with a 503 and its partial body: the pruner's control, or any store or
+# broker failure (classified in one place).
+_STATUS_FAILURES: tuple[type[Exception], ...] = (ControlError, *FAILURE_TYPES)
 _EVENT_ID = re.compile(r"^[0-9a-fA-F-]{32,36}$")
 
 pages_router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -57,10 +60,7 @@ async def login_page(request: Request) -> Response:
 @pages_router.get("")
 async def users_page(request: Request, session: Session, service: Service) -> Response:
     """The tenant's users who have memories (from the episode index), and a box for any other id."""
-    try:
-        owners = await (await service.resources.episodes()).owners()
-    except StoreUnavailable as exc:
-        return unavailable_page(request, exc, session)
+    owners = await (await service.resources.episodes()).owners()
     users = sorted(owner.user_id for owner in owners if owner.tenant_id == session.tenant_id)
     return render(
         request,
@@ -94,8 +94,6 @@ async def user_page(
         listed = await service.list_memories(session.tenant_id, user_id, kind, limit=50, cursor=cursor, filters=filters)
     except InvalidCursor as exc:
         raise UiError(status.HTTP_422_UNPROCESSABLE_CONTENT, "that page of the list no longer exists") from exc
-    except StoreUnavailable as exc:
-        return unavailable_page(request, exc, session)
     chosen = {"kind": kind, "scope": scope, "channel": channel, "status": fact_status}
     context = {"user_id": user_id, "listed": listed, "chosen": chosen}
     return render(request, "user.html", context, session=session)
@@ -105,16 +103,13 @@ async def user_page(
 async def episode_page(request: Request, user_id: str, episode_id: str, session: Session, service: Service) -> Response:
     checked_user(user_id)
     owner = Owner(session.tenant_id, user_id)
-    try:
-        # Looking is not recalling: the pruner's never-recalled signal must not count the browser.
-        expanded = await service.expand(session.tenant_id, user_id, episode_id, channel="private", count_recall=False)
-        if expanded is None or expanded.kind != "episode":
-            raise UiError(status.HTTP_404_NOT_FOUND, "memory not found")
-        store = await service.resources.episodes()
-        stored = await store.scroll(owner, SearchFilter(ids=[episode_id]), limit=1)
-        passages = await store.passages(owner, episode_id)
-    except StoreUnavailable as exc:
-        return unavailable_page(request, exc, session)
+    # Looking is not recalling: the pruner's never-recalled signal must not count the browser.
+    expanded = await service.expand(session.tenant_id, user_id, episode_id, channel="private", count_recall=False)
+    if expanded is None or expanded.kind != "episode":
+        raise UiError(status.HTTP_404_NOT_FOUND, "memory not found")
+    store = await service.resources.episodes()
+    stored = await store.scroll(owner, SearchFilter(ids=[episode_id]), limit=1)
+    passages = await store.passages(owner, episode_id)
     context: dict[str, Any] = {
         "user_id": user_id,
         "episode": expanded,
@@ -127,11 +122,8 @@ async def episode_page(request: Request, user_id: str, episode_id: str, session:
 @pages_router.get("/u/{user_id}/facts/{fact_id}")
 async def fact_page(request: Request, user_id: str, fact_id: str, session: Session, service: Service) -> Response:
     checked_user(user_id)
-    try:
-        record = await service.fact(session.tenant_id, user_id, fact_id)
-        history = await service.fact_history(session.tenant_id, user_id, fact_id)
-    except StoreUnavailable as exc:
-        return unavailable_page(request, exc, session)
+    record = await service.fact(session.tenant_id, user_id, fact_id)
+    history = await service.fact_history(session.tenant_id, user_id, fact_id)
     if record is None or history is None:
         raise UiError(status.HTTP_404_NOT_FOUND, "memory not found")
     current = next((v for v in history.versions if v.id == fact_id), None)
@@ -163,7 +155,7 @@ async def event_status_json(
         if audit:
             report = await audit_owner(service, Owner(session.tenant_id, user_id))
             body.update(traces=report.traces(), remaining=report.remaining)
-    except (StoreUnavailable, ControlError, TimeoutError) as exc:
+    except _STATUS_FAILURES as exc:
         log.warning("memory browser: event status or audit unavailable: %s", exc)
         body["error"] = "a store or the pruner cannot be reached now; retrying"
         return JSONResponse(body, status_code=status.HTTP_503_SERVICE_UNAVAILABLE, headers=SECURITY_HEADERS)

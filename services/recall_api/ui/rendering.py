@@ -72,11 +72,15 @@ def throttle_of(request: Request) -> FailureThrottle:
 # The dependencies are `async def` for the reason given in routes.py: FastAPI runs a plain `def`
 # dependency in a worker thread, a hop on every page.
 async def current_session(request: Request) -> BrowserSession:
-    service = service_of(request)
-    session = signer_of(request).check(request.cookies.get(COOKIE_NAME), service.settings.api_keys)
+    session = session_if_any(request)
     if session is None:
         raise LoginRequired
     return session
+
+
+def session_if_any(request: Request) -> BrowserSession | None:
+    """The request's signed-in browser session, None without a valid cookie."""
+    return signer_of(request).check(request.cookies.get(COOKIE_NAME), service_of(request).settings.api_keys)
 
 
 async def _service_dependency(request: Request) -> RecallService:
