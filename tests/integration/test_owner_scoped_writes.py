@@ -200,8 +200,9 @@ async def _episode_sessions(stack: WriteStack, user_id: str) -> set[str]:
     return {item["session_id"] for item in listed}
 
 
+@pytest.mark.parametrize("erasures", [1, 2], ids=["one-erasure", "two-erasures-back-to-back"])
 async def test_sessions_posted_right_after_an_erasure_are_kept_and_earlier_ones_erased(
-    write_stack: WriteStack,
+    write_stack: WriteStack, erasures: int
 ) -> None:
     user = "dora"
     ended = NOW - timedelta(hours=2)
@@ -212,8 +213,8 @@ async def test_sessions_posted_right_after_an_erasure_are_kept_and_earlier_ones_
     pending = session_event(user_id=user, session_id="s-before-2", texts=TEXTS, ended_at=ended)
     await write_stack.post_session(pending)
 
-    erasure = await write_stack.http.delete(f"/v1/users/{user}")
-    assert erasure.status_code == 202, erasure.text
+    requests = [await write_stack.http.delete(f"/v1/users/{user}") for _ in range(erasures)]
+    assert [r.status_code for r in requests] == [202] * erasures, [r.text for r in requests]
     after = [
         session_event(user_id=user, session_id=f"s-after-{n}", texts=TEXTS, ended_at=NOW - timedelta(minutes=n))
         for n in range(3)
@@ -222,11 +223,11 @@ async def test_sessions_posted_right_after_an_erasure_are_kept_and_earlier_ones_
     for event in after:
         assert (await write_stack.post_session(event))["duplicate"] is False
 
-    async def erased() -> dict[str, Any] | None:
-        found = await _status(write_stack.http, erasure.json()["event_id"], user)
-        return found if found is not None and found["state"] == "erasure_completed" else None
+    async def erased() -> bool:
+        found = [await _status(write_stack.http, r.json()["event_id"], user) for r in requests]
+        return all(status is not None and status["state"] == "erasure_completed" for status in found)
 
-    await wait_for(erased, timeout_s=120, what="the erasure to complete")
+    await wait_for(erased, timeout_s=120, what="the erasures to complete")
     for event in after:
         status = await _consolidated(write_stack.http, str(event.event_id), user)
         assert status["episode_id"] == episode_id_for(Owner("acme", user), event.session_id)
