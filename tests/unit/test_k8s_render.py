@@ -1,7 +1,8 @@
-"""Every kustomize overlay renders (`kubectl kustomize`, the kustomize built into kubectl), and the
-output is what a cluster with the restricted Pod Security profile, KEDA and External Secrets
-accepts: each object validates strictly (unknown fields are errors) against the Kubernetes schemas
-(`kubernetes-validate`) and the vendored KEDA / External Secrets CRD schemas, all offline. A policy
+"""Every kustomize overlay renders (`kubectl kustomize`, the kustomize built into kubectl), with and
+without the optional components, and the output is what a cluster with the restricted Pod Security
+profile, KEDA, External Secrets and prometheus-operator accepts: each object validates strictly
+(unknown fields are errors) against the Kubernetes schemas (`kubernetes-validate`) and the vendored
+KEDA / External Secrets / prometheus-operator CRD schemas, all offline. A policy
 check then asserts what the schemas cannot: the restricted profile's fields, probes, no placeholder
 secrets, no `replicas` where an autoscaler owns the count, a grace period longer than the broker's."""
 
@@ -24,7 +25,7 @@ import yaml
 
 from services.cli.stack import all_services
 from services.common.runtime.broker import build_broker
-from services.common.runtime.settings import TierMemSettings
+from services.common.runtime.settings import LlmSettings, TierMemSettings
 from services.recall_api.auth import is_placeholder_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,27 +37,48 @@ KUBERNETES_VERSIONS = ("1.29.0", kubernetes_validate.latest_version())
 CRDS = {
     ("keda.sh/v1alpha1", "ScaledObject"): "keda.sh_scaledobjects.yaml",
     ("external-secrets.io/v1", "ExternalSecret"): "external-secrets.io_externalsecrets.yaml",
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): "monitoring.coreos.com_servicemonitors.yaml",
+    ("monitoring.coreos.com/v1", "PodMonitor"): "monitoring.coreos.com_podmonitors.yaml",
+    ("monitoring.coreos.com/v1", "PrometheusRule"): "monitoring.coreos.com_prometheusrules.yaml",
 }
+# Overlays with the optional components added, as an operator lists them in `components:`.
+WITH_COMPONENTS = (
+    ("prod", ("prometheus-operator",)),
+    ("prod-external-secrets", ("external-secrets-llm-key", "prometheus-operator")),
+)
 WORKLOADS = {"Deployment", "Job"}
 
 
-def _dev_secrets_env() -> str:
-    """What an operator writes into the dev overlay's git-ignored secrets.env."""
+def _secrets_env() -> str:
+    """What an operator writes into an overlay's git-ignored secrets.env."""
     api_keys = json.dumps({secrets.token_urlsafe(32): "tenant-a"})
     return f"TIERMEM_API_KEYS={api_keys}\nTIERMEM_NATS__TOKEN={secrets.token_urlsafe(24)}\n"
 
 
 @cache
-def rendered(overlay: str) -> tuple[dict[str, Any], ...]:
+def rendered(overlay: str, components: tuple[str, ...] = ()) -> tuple[dict[str, Any], ...]:
+    """`kubectl kustomize` of an overlay; with `components`, of an overlay that adds those components
+    to it (infra/k8s/components/NAME), in the namespace the overlay sets."""
     kubectl = shutil.which("kubectl")
     assert kubectl is not None, "kubectl (with its built-in kustomize) is needed to render the overlays"
     with _copy_of_k8s() as k8s:
-        if overlay == "dev":
-            (k8s / "overlays" / "dev" / "secrets.env").write_text(_dev_secrets_env())
-        result = subprocess.run(
-            [kubectl, "kustomize", str(k8s / "overlays" / overlay)], capture_output=True, text=True, timeout=120
-        )
-    assert result.returncode == 0, f"kubectl kustomize {overlay} failed:\n{result.stderr}"
+        for example in (k8s / "overlays").glob("*/secrets.env.example"):
+            example.with_name("secrets.env").write_text(_secrets_env())
+        target = k8s / "overlays" / overlay
+        if components:
+            namespace = yaml.safe_load((target / "kustomization.yaml").read_text())["namespace"]
+            target = k8s / "overlays" / "with-components"
+            target.mkdir()
+            wrapper = {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "namespace": namespace,
+                "resources": [f"../{overlay}"],
+                "components": [f"../../components/{name}" for name in components],
+            }
+            (target / "kustomization.yaml").write_text(yaml.safe_dump(wrapper))
+        result = subprocess.run([kubectl, "kustomize", str(target)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, f"kubectl kustomize {overlay} {components} failed:\n{result.stderr}"
     return tuple(doc for doc in yaml.safe_load_all(result.stdout) if doc)
 
 
@@ -109,12 +131,8 @@ def _containers(doc: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield from doc["spec"]["template"]["spec"]["containers"]
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
-def test_overlay_validates_against_kubernetes_and_crd_schemas(overlay: str) -> None:
-    documents = rendered(overlay)
-    kinds = {doc["kind"] for doc in documents}
-    assert {"Namespace", "ServiceAccount", "ConfigMap", "Deployment", "Job", "ScaledObject"} <= kinds
-    assert {"HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy", "Service"} <= kinds
+def validate_strictly(documents: tuple[dict[str, Any], ...], overlay: str) -> None:
+    """Each object against its Kubernetes schema (both versions we claim) or its vendored CRD schema."""
     for doc in documents:
         key = (doc["apiVersion"], doc["kind"])
         where = f"{overlay}: {doc['kind']}/{doc['metadata']['name']}"
@@ -127,6 +145,25 @@ def test_overlay_validates_against_kubernetes_and_crd_schemas(overlay: str) -> N
                 kubernetes_validate.validate(doc, version, strict=True)
             except kubernetes_validate.ValidationError as exc:
                 raise AssertionError(f"{where} (Kubernetes {version}): {list(exc.path)}: {exc.message}") from exc
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_overlay_validates_against_kubernetes_and_crd_schemas(overlay: str) -> None:
+    documents = rendered(overlay)
+    kinds = {doc["kind"] for doc in documents}
+    assert {"Namespace", "ServiceAccount", "ConfigMap", "Deployment", "Job", "ScaledObject"} <= kinds
+    assert {"HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy", "Service"} <= kinds
+    assert {"Secret", "ExternalSecret"} & kinds, f"{overlay}: the Secret comes from a file or from ESO"
+    validate_strictly(documents, overlay)
+
+
+@pytest.mark.parametrize(("overlay", "components"), WITH_COMPONENTS)
+def test_overlay_with_the_optional_components_validates(overlay: str, components: tuple[str, ...]) -> None:
+    documents = rendered(overlay, components)
+    assert len(documents) > len(rendered(overlay)), f"{components} add objects to {overlay}"
+    validate_strictly(documents, f"{overlay}+{'+'.join(components)}")
+    namespaces = {doc["metadata"].get("namespace") for doc in documents if doc["kind"] != "Namespace"}
+    assert namespaces == {"tiermem"}, "every object lands in the overlay's namespace"
 
 
 def test_the_strict_checks_can_fail() -> None:
@@ -214,13 +251,99 @@ def test_no_placeholder_secrets_and_every_secret_ref_resolves(overlay: str) -> N
         assert marker not in text.casefold(), f"{overlay}: {marker!r} in the rendered manifests"
 
 
-def test_dev_secret_env_keys_match_the_prod_external_secret() -> None:
-    example = (K8S / "overlays" / "dev" / "secrets.env.example").read_text()
-    dev_keys = {line.split("=", 1)[0] for line in example.splitlines() if line and not line.startswith("#")}
-    (external,) = [doc for doc in rendered("prod") if doc["kind"] == "ExternalSecret"]
-    assert dev_keys == {item["secretKey"] for item in external["spec"]["data"]}
-    assert all(not line.split("=", 1)[1] for line in example.splitlines() if line and not line.startswith("#"))
+def _example_keys(overlay: str) -> dict[str, str]:
+    example = (K8S / "overlays" / overlay / "secrets.env.example").read_text()
+    return dict(line.split("=", 1) for line in example.splitlines() if line and not line.startswith("#"))
+
+
+def _external_secret_keys(documents: tuple[dict[str, Any], ...]) -> set[str]:
+    (external,) = [doc for doc in documents if doc["kind"] == "ExternalSecret"]
+    return {item["secretKey"] for item in external["spec"]["data"]}
+
+
+LLM_KEY = "TIERMEM_LLM__API_KEY"
+
+
+def test_the_secret_files_and_the_external_secret_name_the_same_keys() -> None:
+    dev, prod = _example_keys("dev"), _example_keys("prod")
+    assert dev == prod and not any(dev.values()), "empty examples with one set of keys"
+    with_llm = _external_secret_keys(rendered("prod-external-secrets", ("external-secrets-llm-key",)))
+    assert set(dev) == with_llm
     assert is_placeholder_key("set-me-a-long-random-key"), "the old shipped key is refused at start-up"
+
+
+def test_the_external_secret_does_not_require_an_llm_key() -> None:
+    """ESO fails the whole sync when one remote key is missing: the LLM key (none offline, none for a
+    local model server) is asked for only when the llm-key component is added."""
+    required = _external_secret_keys(rendered("prod-external-secrets"))
+    assert LLM_KEY not in required
+    assert {"TIERMEM_API_KEYS", "TIERMEM_NATS__TOKEN", "TIERMEM_VECTOR__API_KEY"} <= required
+    assert LlmSettings().api_key is None and LlmSettings().model is None, "offline: no model, no key"
+    assert LLM_KEY in _external_secret_keys(rendered("prod-external-secrets", ("external-secrets-llm-key",)))
+
+
+def _without_secret_source(documents: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+    """The objects minus the Secret or ExternalSecret, with generated Secret names (name-hash) unhashed."""
+    generated = {doc["metadata"]["name"] for doc in documents if doc["kind"] == "Secret"}
+    text = yaml.safe_dump_all([doc for doc in documents if doc["kind"] not in ("Secret", "ExternalSecret")])
+    for name in generated:
+        text = text.replace(name, name.rsplit("-", 1)[0])
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+def test_the_two_production_overlays_differ_only_in_the_secret_source() -> None:
+    plain, synced = rendered("prod"), rendered("prod-external-secrets")
+    assert _without_secret_source(plain) == _without_secret_source(synced)
+    assert [doc["kind"] for doc in plain if doc["kind"] in ("Secret", "ExternalSecret")] == ["Secret"]
+    assert [doc["kind"] for doc in synced if doc["kind"] in ("Secret", "ExternalSecret")] == ["ExternalSecret"]
+
+
+def test_the_prometheus_rule_carries_the_alert_rules_unchanged() -> None:
+    """components/prometheus-operator/prometheusrule.yaml is generated from
+    infra/observability/prometheus-alerts.yaml: the same groups, rule for rule."""
+    alerts = yaml.safe_load((ROOT / "infra" / "observability" / "prometheus-alerts.yaml").read_text())
+    (rule,) = [doc for doc in rendered("prod", ("prometheus-operator",)) if doc["kind"] == "PrometheusRule"]
+    assert rule["spec"]["groups"] == alerts["groups"]
+
+
+def test_the_monitors_select_the_ports_that_serve_metrics() -> None:
+    documents = rendered("prod", ("prometheus-operator",))
+    (service_monitor,) = [doc for doc in documents if doc["kind"] == "ServiceMonitor"]
+    (pod_monitor,) = [doc for doc in documents if doc["kind"] == "PodMonitor"]
+    (service,) = [doc for doc in documents if doc["kind"] == "Service"]
+    assert service_monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert {e["port"] for e in service_monitor["spec"]["endpoints"]} <= {p["name"] for p in service["spec"]["ports"]}
+    selector = pod_monitor["spec"]["selector"]["matchLabels"].items()
+    consumers = [doc for doc in documents if doc["kind"] == "Deployment" and "consumer" in json.dumps(doc)]
+    selected = [doc for doc in consumers if selector <= doc["spec"]["template"]["metadata"]["labels"].items()]
+    assert {doc["metadata"]["name"] for doc in selected} == {f"tiermem-{d.name}" for d in all_services()}
+    for doc in selected:
+        (container,) = _containers(doc)
+        assert {"health"} == {e["port"] for e in pod_monitor["spec"]["podMetricsEndpoints"]}
+        assert "health" in {port["name"] for port in container["ports"]}
+        assert {e["path"] for e in pod_monitor["spec"]["podMetricsEndpoints"]} == {"/metrics"}
+
+
+def _egress_ports(policy: dict[str, Any]) -> set[int]:
+    return {port["port"] for rule in policy["spec"].get("egress", []) for port in rule.get("ports", [])}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_pod_may_send_traces_to_an_otlp_collector(overlay: str) -> None:
+    """OTLP/HTTP (4318) egress for every tiermem pod, to a collector inside the cluster."""
+    documents = rendered(overlay)
+    policies = [doc for doc in documents if doc["kind"] == "NetworkPolicy"]
+    otlp = [policy for policy in policies if 4318 in _egress_ports(policy)]
+    assert otlp, f"{overlay}: no NetworkPolicy lets a pod reach an OTLP collector on 4318"
+    for policy in otlp:
+        for rule in policy["spec"]["egress"]:
+            assert all("namespaceSelector" in peer for peer in rule["to"]), "in-cluster collectors only"
+    workloads = [doc for doc in documents if doc["kind"] in WORKLOADS]
+    for doc in workloads:
+        labels = doc["spec"]["template"]["metadata"]["labels"]
+        assert any(policy["spec"]["podSelector"]["matchLabels"].items() <= labels.items() for policy in otlp), (
+            f"{overlay}: {doc['metadata']['name']} cannot export traces"
+        )
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
