@@ -1,8 +1,8 @@
 """tiermem-client: the recall API from a chat system, without the server stack.
 
-`TiermemClient` (blocking) and `AsyncTiermemClient` (asyncio) cover sessions in, recall (L0 `auto`,
-L1 `search`/`expand`, L2 `graph`), facts and forgetting; results are typed pydantic models and errors
-are `TiermemError` subclasses.
+`TiermemClient` (blocking) and `AsyncTiermemClient` (asyncio) cover sessions in (`add(messages,
+user_id=...)`, `add_session`, then `wait`), recall (L0 `auto`, L1 `search`/`expand`, L2 `graph`), facts
+and forgetting; results are typed pydantic models and errors are `TiermemError` subclasses.
 """
 
 from tiermem_client.client import DEFAULT_URL, AsyncTiermemClient, RetryPolicy, TiermemClient
@@ -10,11 +10,13 @@ from tiermem_client.context import BuiltContext, ContextBuilder, Dropped, SlotSh
 from tiermem_client.errors import (
     ApiError,
     AuthenticationError,
+    DeadLettered,
     InvalidRequestError,
     NotFoundError,
     TiermemError,
     TransportError,
     UnavailableError,
+    WaitTimeout,
 )
 from tiermem_client.events import Message, SessionCompleted
 from tiermem_client.models import (
@@ -32,7 +34,14 @@ from tiermem_client.models import (
     SessionAccepted,
 )
 from tiermem_client.procedures import SHARED_RULES_USER, RuleStatement, SelectedRules, extract_rules, select_rules
-from tiermem_client.tokens import O200kCounter, TokenCounter, TokenizerUnavailable
+from tiermem_client.tokens import (
+    ApproximateCounter,
+    ApproximateTokensWarning,
+    O200kCounter,
+    TokenCounter,
+    TokenizerUnavailable,
+    load_counter,
+)
 from tiermem_client.turn import TurnContext, TurnRequest, aturn_context, turn_context
 from tiermem_client.working_memory import Compression, WorkingMemory, extractive_summary
 
@@ -40,6 +49,8 @@ __all__ = [
     "DEFAULT_URL",
     "SHARED_RULES_USER",
     "ApiError",
+    "ApproximateCounter",
+    "ApproximateTokensWarning",
     "AsyncTiermemClient",
     "AuthenticationError",
     "AutoRecallResponse",
@@ -47,6 +58,7 @@ __all__ = [
     "ChatTurn",
     "Compression",
     "ContextBuilder",
+    "DeadLettered",
     "Dropped",
     "EventStatus",
     "ExpandedMemory",
@@ -75,10 +87,12 @@ __all__ = [
     "TurnContext",
     "TurnRequest",
     "UnavailableError",
+    "WaitTimeout",
     "WorkingMemory",
     "aturn_context",
     "extract_rules",
     "extractive_summary",
+    "load_counter",
     "select_rules",
     "turn_context",
 ]

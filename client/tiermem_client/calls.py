@@ -7,12 +7,14 @@ clients only differ in how they send it, so the wire format is written down exac
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypedDict, TypeVar
 from urllib.parse import quote
 
 from pydantic import BaseModel
 
+from tiermem_client.adding import DEFAULT_AGENT, MessageInput, minimal_session
 from tiermem_client.events import SessionCompleted
 from tiermem_client.models import (
     AutoRecallResponse,
@@ -65,10 +67,47 @@ def _idempotency(key: str | None) -> dict[str, str]:
 
 
 def add_session(session: SessionCompleted) -> Call[SessionAccepted]:
+    """Publish a finished conversation (`POST /v1/sessions`), every field given by you. Posting the same
+    `event_id` again answers `duplicate=True` and changes nothing. For the short form, see `add`."""
     return Call("POST", "/v1/sessions", SessionAccepted, body=session.model_dump_json())
 
 
+def add(
+    messages: Sequence[MessageInput],
+    *,
+    user_id: str,
+    metadata: Mapping[str, str] | None = None,
+    agent_id: str = DEFAULT_AGENT,
+    session_id: str | None = None,
+    channel: Channel = "private",
+    scope: Scope = "personal",
+    locale: str | None = None,
+) -> Call[SessionAccepted]:
+    """Add a conversation from its turns alone, as mem0's `add(messages, user_id=...)`.
+
+    `messages` are `{"role": ..., "content": ...}` dicts (or `Message`/`ChatTurn` models), oldest
+    first; `metadata` is string key/values kept with the session. Everything else is filled in:
+    `event_id` and `session_id` are derived from the user and the content, so adding the same turns
+    again answers `duplicate=True` and stores nothing twice; the times are the turns' `ts` or now; the
+    agent is "default", the channel "private" and the tenant the API key's. Follow the returned
+    `event_id` with `wait`. A malformed turn, id or metadata raises `ValueError` before anything is sent.
+    """
+    body = minimal_session(
+        messages,
+        user_id=user_id,
+        metadata=metadata,
+        agent_id=agent_id,
+        session_id=session_id,
+        channel=channel,
+        scope=scope,
+        locale=locale,
+    )
+    return Call("POST", "/v1/sessions", SessionAccepted, body=_json(body))
+
+
 def event_status(user_id: str, event_id: str) -> Call[EventStatus]:
+    """Where an accepted session or erasure of `user_id` is now (`GET /v1/events/{event_id}`): accepted,
+    consolidated, processed, dead_lettered, erasure_pending or erasure_completed. `wait` follows it."""
     return Call("GET", f"/v1/events/{_segment(event_id)}", EventStatus, params={"user_id": user_id})
 
 
@@ -82,6 +121,9 @@ def auto(
     max_entries: int | None = None,
     token_budget: int | None = None,
 ) -> Call[AutoRecallResponse]:
+    """L0, once per turn: the `## Memory Context` section for `message` (plus up to two recent user
+    turns), only memories scoring above the server's floor, within `token_budget`. Trivial messages
+    ("ok", "thanks") are skipped without searching (`skipped_reason`)."""
     body = {
         "user_id": user_id,
         "message": message,
@@ -94,16 +136,29 @@ def auto(
     return Call("POST", "/v1/recall/auto", AutoRecallResponse, body=_json(body))
 
 
+class SearchOptions(TypedDict, total=False):
+    """The options of `search` besides the query and the user."""
+
+    limit: int
+    kinds: list[MemoryKind] | None
+    channel: Channel
+    agent_id: str | None
+    include_superseded: bool
+
+
 def search(
-    user_id: str,
     query: str,
     *,
+    user_id: str,
     limit: int = 10,
     kinds: list[MemoryKind] | None = None,
     channel: Channel = "private",
     agent_id: str | None = None,
     include_superseded: bool = False,
 ) -> Call[SearchResponse]:
+    """L1: memories of `user_id` matching `query` (hybrid keyword and vector search over episodes and
+    facts), best first, as ids and abstracts; `expand` an id for the whole memory. `kinds` narrows to
+    episodes or facts; superseded fact versions are left out unless `include_superseded`."""
     body = {
         "user_id": user_id,
         "query": query,
@@ -117,6 +172,7 @@ def search(
 
 
 def expand(user_id: str, memory_id: str, *, channel: Channel = "private") -> Call[ExpandedMemory]:
+    """L1 detail: a memory's full summary (or fact), its provenance and the source messages."""
     params: dict[str, str | int] = {"user_id": user_id, "channel": channel}
     return Call("GET", f"/v1/memories/{_segment(memory_id)}", ExpandedMemory, params=params)
 
@@ -130,6 +186,7 @@ def graph(
     limit: int | None = None,
     channel: Channel = "private",
 ) -> Call[GraphSearchResponse]:
+    """L2: entities and relations around `entity` or matching `query`, up to `hops` steps away."""
     body = {"user_id": user_id, "query": query, "entity": entity, "hops": hops, "limit": limit, "channel": channel}
     return Call("POST", "/v1/graph/search", GraphSearchResponse, body=_json(body))
 
@@ -137,6 +194,8 @@ def graph(
 def facts(
     user_id: str, *, token_budget: int | None = None, channel: Channel = "private", subject: str | None = None
 ) -> Call[FactsResponse]:
+    """The current facts of `user_id` (optionally about one `subject`), most important first, as many
+    as fit `token_budget`, with the section ready for a prompt."""
     params: dict[str, str | int] = {"user_id": user_id, "channel": channel}
     if token_budget is not None:
         params["token_budget"] = token_budget
@@ -157,6 +216,9 @@ def save_fact(
     language: str | None = None,
     request_id: str | None = None,
 ) -> Call[SaveFactResponse]:
+    """Save one fact, stated as one sentence, through the server's write policy (it may be refused,
+    merged with an existing fact, or supersede one on the same single-valued attribute). The same
+    `request_id` again is a duplicate."""
     body = {
         "user_id": user_id,
         "text": text,
@@ -172,16 +234,20 @@ def save_fact(
 
 
 def fact(user_id: str, fact_id: str) -> Call[MemoryRecord]:
+    """One fact of `user_id` by id (`NotFoundError` when it is not theirs or does not exist)."""
     return Call("GET", f"/v1/facts/{_segment(fact_id)}", MemoryRecord, params={"user_id": user_id})
 
 
 def fact_history(user_id: str, fact_id: str) -> Call[FactHistoryResponse]:
+    """Every version of a fact, oldest first, with what superseded what and where each was observed."""
     return Call("GET", f"/v1/facts/{_segment(fact_id)}/history", FactHistoryResponse, params={"user_id": user_id})
 
 
 def correct_fact(
     user_id: str, fact_id: str, *, value: str, text: str, idempotency_key: str | None = None
 ) -> Call[CorrectionResponse]:
+    """Correct a fact: the new `value` (stated as `text`) supersedes it, and the old version is kept as
+    history. The same `idempotency_key` again changes nothing."""
     body = _json({"user_id": user_id, "value": value, "text": text})
     path = f"/v1/facts/{_segment(fact_id)}/corrections"
     return Call("POST", path, CorrectionResponse, body=body, headers=_idempotency(idempotency_key))
@@ -190,6 +256,7 @@ def correct_fact(
 def list_memories(
     user_id: str, *, kind: Literal["episode", "fact", "all"] = "all", cursor: str | None = None, limit: int = 50
 ) -> Call[MemoryListResponse]:
+    """A page of `user_id`'s memories in a stable order; pass the returned `next_cursor` for the next."""
     params: dict[str, str | int] = {"user_id": user_id, "kind": kind, "limit": limit}
     if cursor is not None:
         params["cursor"] = cursor
@@ -197,11 +264,13 @@ def list_memories(
 
 
 def forget(user_id: str, memory_id: str, *, idempotency_key: str | None = None) -> Call[ForgetAccepted]:
+    """Forget one memory and everything derived from it (asynchronous: `wait` on the returned event)."""
     path = f"/v1/memories/{_segment(memory_id)}"
     return Call("DELETE", path, ForgetAccepted, params={"user_id": user_id}, headers=_idempotency(idempotency_key))
 
 
 def erase_user(user_id: str, *, idempotency_key: str | None = None) -> Call[ErasureAccepted]:
+    """Erase everything stored about `user_id` (asynchronous: `wait` on the returned event)."""
     return Call("DELETE", f"/v1/users/{_segment(user_id)}", ErasureAccepted, headers=_idempotency(idempotency_key))
 
 

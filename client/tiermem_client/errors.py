@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tiermem_client.models import ErrorDetail
+from tiermem_client.models import ErrorDetail, EventStatus
 
 
 class TiermemError(Exception):
@@ -41,6 +41,23 @@ class InvalidRequestError(ApiError):
 
 class UnavailableError(ApiError):
     """429/503 (or another 5xx) that persisted through every retry: try again later."""
+
+
+class DeadLettered(TiermemError):
+    """`wait`: the pipeline gave up on the event and put it on the dead-letter stream (`status.reason`
+    says why). Nothing was stored from it; fix the cause and add it again, or replay the dead letter."""
+
+    def __init__(self, status: EventStatus) -> None:
+        self.status = status
+        super().__init__(f"event {status.event_id} was dead-lettered: {status.reason or 'no reason given'}")
+
+
+class WaitTimeout(TiermemError, TimeoutError):
+    """`wait`: the event was still not finished when the timeout ran out (`status` is the last seen)."""
+
+    def __init__(self, status: EventStatus, timeout: float) -> None:
+        self.status = status
+        super().__init__(f"event {status.event_id} is still {status.state} after {timeout:g}s")
 
 
 def error_for(status: int, code: str, detail: str, errors: Sequence[ErrorDetail]) -> ApiError:

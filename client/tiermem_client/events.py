@@ -7,10 +7,20 @@ the copy cannot drift silently.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+)
 
 ID_PATTERN = r"^[A-Za-z0-9_-]{1,128}$"
 
@@ -28,7 +38,21 @@ def _no_surrogates(value: str) -> str:
     return value
 
 
+# The instants every pipeline stage can compute with (contracts/times.py): checked here so a date the
+# server would refuse fails before it is sent.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2199, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+WINDOW_TEXT = "1970-01-01T00:00:00Z to 2199-12-31T23:59:59Z"
+
+
+def _in_window(value: datetime) -> datetime:
+    if not EARLIEST <= value <= LATEST:
+        raise ValueError(f"must be within {WINDOW_TEXT}")
+    return value
+
+
 CleanText = Annotated[str, AfterValidator(_no_surrogates)]
+EventTime = Annotated[AwareDatetime, AfterValidator(_in_window)]
 SubjectToken = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=ID_PATTERN)]
 
 
@@ -43,7 +67,7 @@ class Message(BaseModel):
 
     role: MessageRole = Field(description="Who produced the turn.")
     content: CleanText = Field(description="The text of the turn, verbatim.")
-    ts: AwareDatetime | None = Field(default=None, description="When the turn was sent (timezone-aware).")
+    ts: EventTime | None = Field(default=None, description=f"When the turn was sent (timezone-aware, {WINDOW_TEXT}).")
     name: str | None = Field(default=None, max_length=256, description="Display name of the speaker, when known.")
 
 
@@ -63,16 +87,23 @@ class SessionCompleted(_Event):
         description="'private' (one user and the agent) or 'group'; private memories never surface in groups."
     )
     scope: Scope = Field(default="personal", description="Visibility of derived memories: personal, team or org.")
-    started_at: AwareDatetime = Field(description="When the conversation started (timezone-aware ISO 8601).")
-    ended_at: AwareDatetime = Field(description="When the conversation ended (timezone-aware ISO 8601).")
+    started_at: EventTime = Field(
+        description=f"When the conversation started (timezone-aware ISO 8601, {WINDOW_TEXT})."
+    )
+    ended_at: EventTime = Field(
+        description=f"When the conversation ended (timezone-aware ISO 8601, {WINDOW_TEXT}; not before started_at)."
+    )
     locale: str | None = Field(
         default=None, max_length=35, description="BCP 47 language tag of the conversation, e.g. 'ko' or 'en-US'."
     )
     messages: list[Message] = Field(min_length=1, description="The turns, oldest first.")
     metadata: dict[str, str] = Field(default_factory=dict, description="Free-form string metadata from the producer.")
 
-    @model_validator(mode="after")
-    def _ended_after_started(self) -> SessionCompleted:
-        if self.ended_at < self.started_at:
+    @field_validator("ended_at")
+    @classmethod
+    def _ended_after_started(cls, ended_at: datetime, info: ValidationInfo) -> datetime:
+        # A field validator (started_at is declared first), so the refusal names ended_at.
+        started_at = info.data.get("started_at")
+        if isinstance(started_at, datetime) and ended_at < started_at:
             raise ValueError("ended_at must not be earlier than started_at")
-        return self
+        return ended_at

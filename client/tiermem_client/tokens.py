@@ -4,11 +4,19 @@ tiktoken downloads its BPE file on first use unless it is already on disk; the c
 `O200kCounter.load()` reads the file from a path you give, `TIERMEM_O200K_FILE`, or tiktoken's own
 cache (`TIKTOKEN_CACHE_DIR`), checks its sha256, and fails with a clear error when there is none. The
 server reads the same file from litellm's wheel; `pip install tiermem-client[tokens]` brings tiktoken.
+
+The file is not shipped in this package: it is 3.6 MB (thirty times the client), OpenAI publishes it
+without a license of its own, and it is useless without tiktoken anyway. `load_counter()` is what a
+fresh install uses: the exact counter when tiktoken and the file are there, else `ApproximateCounter`,
+a stated over-estimate (see its docstring) that keeps working memory and context budgets safe.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
+import warnings
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -58,11 +66,15 @@ def _find_o200k_file(path: str | Path | None) -> Path:
 class O200kCounter:
     """Counts tokens exactly as the recall API does."""
 
+    exact = True
+
     def __init__(self, encoding: Any) -> None:
         self._encoding = encoding
 
     @classmethod
     def load(cls, path: str | Path | None = None) -> O200kCounter:
+        """The counter over the o200k_base file at `path`, `TIERMEM_O200K_FILE` or tiktoken's cache;
+        `TokenizerUnavailable` when tiktoken or the file is missing (see `load_counter` for a fallback)."""
         try:
             import tiktoken
             from tiktoken.load import load_tiktoken_bpe
@@ -81,3 +93,49 @@ class O200kCounter:
     def count_tokens(self, text: str) -> int:
         # Special-token text in user content is ordinary text (never a control token), as on the server.
         return len(self._encoding.encode(text, disallowed_special=()))
+
+
+# Pieces roughly as o200k pre-splits text: letter runs, digit runs, whitespace, punctuation runs.
+_PIECES = re.compile(r"[^\W\d_]+|\d+|\s+|[^\w\s]+|_+")
+
+
+class ApproximateTokensWarning(UserWarning):
+    """Token counts are estimated (`ApproximateCounter`): tiktoken or the o200k_base file is missing."""
+
+
+class ApproximateCounter:
+    """An over-estimate of o200k_base counts, for machines without tiktoken or its file.
+
+    The rule: an ASCII word (or run of underscores) counts one token per 4 characters, rounded up; a
+    run of digits one per 3; each ASCII punctuation mark one; each other character (Hangul, kana, CJK,
+    Cyrillic, accented letters ...) one, and two outside the Basic Multilingual Plane (emoji); a run of
+    whitespace one, except a single space or tab, which is free. On English and Korean prose this
+    counts about 1.5x the real tokens, so a budget that fits here fits on the server; it can fall
+    short only on text dense with short ASCII words and symbols (source code, tables), by ~15 % at
+    most on the corpus `tests/client/test_token_fallback.py` measures.
+    """
+
+    exact = False
+
+    def count_tokens(self, text: str) -> int:
+        return sum(_piece_tokens(piece.group()) for piece in _PIECES.finditer(text))
+
+
+def _piece_tokens(piece: str) -> int:
+    if piece.isspace():
+        return 0 if piece in (" ", "\t") else 1
+    if piece[0].isdigit():
+        return math.ceil(len(piece) / 3)
+    if piece.isascii():
+        return math.ceil(len(piece) / 4) if piece[0].isalpha() or piece[0] == "_" else len(piece)
+    return sum(1 if ord(char) <= 0xFFFF else 2 for char in piece)
+
+
+def load_counter(path: str | Path | None = None) -> TokenCounter:
+    """The exact o200k_base counter when tiktoken and the file are on this machine, else
+    `ApproximateCounter` (with an `ApproximateTokensWarning` saying why). Never downloads anything."""
+    try:
+        return O200kCounter.load(path)
+    except TokenizerUnavailable as exc:
+        warnings.warn(f"counting tokens approximately (over-estimating): {exc}", ApproximateTokensWarning, stacklevel=2)
+        return ApproximateCounter()

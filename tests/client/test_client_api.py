@@ -56,7 +56,7 @@ async def test_a_session_goes_in_and_comes_back_through_every_recall_call(write_
         recent = [ChatTurn(role="user", content="I need a weekend plan.")]
         auto = await client.auto("alice", "Where do I live now, remind me?", recent_messages=recent)
         assert "Busan" in auto.section and auto.injected >= 1 and auto.tokens > 0
-        found = await client.search("alice", "Busan sea view", kinds=["episode"])
+        found = await client.search("Busan sea view", user_id="alice", kinds=["episode"])
         assert [item.id for item in found.items] == [status.episode_id]
         expanded = await client.expand("alice", status.episode_id)
         assert expanded.kind == "episode" and [m.content for m in expanded.messages] == BUSAN

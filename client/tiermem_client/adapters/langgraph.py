@@ -290,7 +290,8 @@ class TiermemStore(BaseStore):
         if label == PROCEDURES_LABEL:
             return (yield from self._search_rules(op, user_id))
         if op.query:
-            found = yield calls.search(user_id, op.query, limit=min(op.offset + op.limit, 50), channel=self.channel)
+            limit = min(op.offset + op.limit, 50)
+            found = yield calls.search(op.query, user_id=user_id, limit=limit, channel=self.channel)
             items = found.items[op.offset : op.offset + op.limit]
             return [
                 SearchItem(

@@ -94,7 +94,7 @@ def memory_toolset() -> FunctionToolset[TiermemDeps]:
         """Search the user's long-term memory (facts and past conversations) for `query`."""
         try:
             found = await ctx.deps.client.search(
-                ctx.deps.user_id, query, limit=max(1, min(limit, 20)), channel=ctx.deps.channel
+                query, user_id=ctx.deps.user_id, limit=max(1, min(limit, 20)), channel=ctx.deps.channel
             )
         except InvalidRequestError as exc:
             raise ModelRetry(f"memory_search refused: {exc}") from exc
