@@ -282,6 +282,15 @@ def test_the_external_secret_does_not_require_an_llm_key() -> None:
     assert LLM_KEY in _external_secret_keys(rendered("prod-external-secrets", ("external-secrets-llm-key",)))
 
 
+def test_the_store_example_is_the_store_the_external_secret_reads() -> None:
+    store = yaml.safe_load((K8S / "components" / "external-secrets" / "clustersecretstore.example.yaml").read_text())
+    (external,) = [doc for doc in rendered("prod-external-secrets") if doc["kind"] == "ExternalSecret"]
+    assert store["apiVersion"] == external["apiVersion"]
+    assert {"kind": store["kind"], "name": store["metadata"]["name"]} == external["spec"]["secretStoreRef"]
+    (condition,) = store["spec"]["conditions"]
+    assert condition["namespaces"] == [external["metadata"]["namespace"]], "only tiermem's namespace reads it"
+
+
 def _without_secret_source(documents: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
     """The objects minus the Secret or ExternalSecret, with generated Secret names (name-hash) unhashed."""
     generated = {doc["metadata"]["name"] for doc in documents if doc["kind"] == "Secret"}
