@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from services.cli.lab import INSTALL_HINT, MISSING_EXIT_CODE, missing_lab_message
 from services.cli.main import app
 
-EVAL_COMMANDS = ("locomo", "scenarios", "extraction")
+EVAL_COMMANDS = ("locomo", "scenarios", "extraction", "product")
 BENCH_COMMANDS = ("recall", "ingest", "load", "maintenance", "scale", "telemetry")
 
 
