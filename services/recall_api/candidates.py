@@ -18,9 +18,9 @@ from services.common.runtime.resources import Resources
 from services.common.stores.episodes import EpisodeHit, EpisodeStore, PassageHit
 from services.common.stores.facts import FactHit, FactStore
 from services.common.stores.vector.port import HybridWeights, SearchFilter, SparseVector
-from services.recall_api import ranking
-from services.recall_api.ranking import Candidate, Ranked
-from services.recall_api.recall_counts import RecallCountUpdater
+from services.recall_api.retrieval import ranking
+from services.recall_api.retrieval.ranking import Candidate, Ranked
+from services.recall_api.retrieval.recall_counts import RecallCountUpdater
 
 LIVE_FACT_STATUSES = ["confirmed", "tentative"]
 

@@ -16,9 +16,9 @@ from pydantic import Field, ValidationError
 from contracts.session_input import SessionRejected
 from services.recall_api.auth import Principal
 from services.recall_api.errors import FactRejected, found_or_raise
-from services.recall_api.memory_admin import InvalidCursor, ListFilters
 from services.recall_api.service import RecallService
-from services.recall_api.sessions_in import WrongTenant
+from services.recall_api.write.memory_admin import InvalidCursor, ListFilters
+from services.recall_api.write.sessions_in import WrongTenant
 from services.recall_api.write_schemas import (
     CorrectionRequest,
     CorrectionResponse,

@@ -32,7 +32,7 @@ from services.common.domain.owner import Owner
 from services.recall_api.auth import Principal
 from services.recall_api.candidates import fact_filter
 from services.recall_api.mcp_write_tools import READ_ONLY
-from services.recall_api.ranking import is_superseded
+from services.recall_api.retrieval.ranking import is_superseded
 from services.recall_api.routes import ERROR_RESPONSES, Service, Tenant, UserId
 from services.recall_api.service import RecallService
 

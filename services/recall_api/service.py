@@ -3,8 +3,9 @@ tenant at a time. HTTP routes and MCP tools are thin shells over these methods, 
 same. Isolation: every store call takes an `Owner` built from the authenticated tenant and the
 requested user; nothing here can query without one.
 
-This class only composes the levels (l0.py, l1.py, l2.py, facts.py over candidates.py) and holds
-what they share: the resources, the metrics, the recall-count updater and the tokenizer."""
+This class only composes the levels (l0/, search/, graph/, facts/, over retrieval/) and the
+write/ side, and holds what they share: the resources, the metrics, the recall-count updater and
+the tokenizer."""
 
 from __future__ import annotations
 
@@ -18,17 +19,13 @@ from contracts.session_input import SessionRejected, parse_session
 from services.common.domain.owner import Owner
 from services.common.domain.tokens import TokenCounter
 from services.common.runtime.resources import Resources
-from services.recall_api import erasure_requests, sessions_in
 from services.recall_api.candidates import CandidateRetriever
 from services.recall_api.errors import FactRejected, StoreUnavailable
-from services.recall_api.event_status import event_status
-from services.recall_api.facts import FactMemory
-from services.recall_api.l0 import AutoRecall
-from services.recall_api.l1 import MemorySearch
-from services.recall_api.l2 import GraphSearch
-from services.recall_api.memory_admin import ListFilters, MemoryAdmin, erasure_target, fact_record
-from services.recall_api.metrics import RecallMetrics
-from services.recall_api.recall_counts import RecallCountUpdater
+from services.recall_api.facts.fact_memory import FactMemory
+from services.recall_api.graph.graph_search import GraphSearch
+from services.recall_api.l0.auto_recall import AutoRecall
+from services.recall_api.retrieval.metrics import RecallMetrics
+from services.recall_api.retrieval.recall_counts import RecallCountUpdater
 from services.recall_api.schemas import (
     AutoRecallRequest,
     AutoRecallResponse,
@@ -42,7 +39,11 @@ from services.recall_api.schemas import (
     SearchRequest,
     SearchResponse,
 )
+from services.recall_api.search.memory_search import MemorySearch
 from services.recall_api.settings import RecallApiSettings
+from services.recall_api.write import erasure_requests, sessions_in
+from services.recall_api.write.event_status import event_status
+from services.recall_api.write.memory_admin import ListFilters, MemoryAdmin, erasure_target, fact_record
 from services.recall_api.write_schemas import (
     CorrectionRequest,
     CorrectionResponse,

@@ -32,7 +32,7 @@ class RecallApiSettings(TierMemSettings):
         description="L0 waits this long (from the request's start) for the query embedding, then answers from "
         "keyword search alone, flagged degraded (services/recall_api/l0_deadline.py).",
     )
-    # The L0 gate (services/recall_api/l0_gate.py, l0_subject.py): rules that move the precision-recall
+    # The L0 gate (services/recall_api/l0/gate.py, l0/subject.py): rules that move the precision-recall
     # frontier rather than the threshold along it. Measured on LoCoMo (dev subset) in the issue 17 note.
     l0_relative_margin: float = Field(
         default=0.03,

@@ -12,10 +12,10 @@ from contracts.events import Channel, Scope
 from services.common.domain.facts import FactStatus
 from services.recall_api.errors import FactRejected, found_or_raise
 from services.recall_api.http_guard import FieldError
-from services.recall_api.memory_admin import InvalidCursor, ListFilters
 from services.recall_api.routes import ERROR_RESPONSES, NOT_FOUND_DETAIL, Service, Tenant, UserId
 from services.recall_api.service import SessionRejected
-from services.recall_api.sessions_in import WrongTenant
+from services.recall_api.write.memory_admin import InvalidCursor, ListFilters
+from services.recall_api.write.sessions_in import WrongTenant
 from services.recall_api.write_schemas import (
     _SESSION_EXAMPLE,
     CorrectionRequest,

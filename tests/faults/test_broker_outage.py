@@ -21,10 +21,10 @@ from services.common.runtime.publishing import EventPublisher
 from services.common.runtime.resources import Resources
 from services.common.runtime.settings import NatsSettings, TierMemSettings
 from services.common.stores.tombstones import TombstoneStore
-from services.recall_api import erasure_requests
 from services.recall_api.errors import StoreUnavailable
 from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
+from services.recall_api.write import erasure_requests
 from tests.support.events import session_event, stream_messages, wait_for
 from tests.support.message_ids import message_id
 

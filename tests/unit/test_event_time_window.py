@@ -35,7 +35,7 @@ from services.episodic_summarizer.logic import (
     make_abstract,
 )
 from services.pruner.logic import PrunePolicy, episode_verdict
-from services.recall_api.ranking import Candidate, memory_weight
+from services.recall_api.retrieval.ranking import Candidate, memory_weight
 
 _MAX_OFFSET = timedelta(hours=23, minutes=59)
 

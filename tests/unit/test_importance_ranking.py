@@ -1,4 +1,4 @@
-"""Importance in recall ranking (services/recall_api/ranking.py): one weight of relevance, recency and
+"""Importance in recall ranking (services/recall_api/retrieval/ranking.py): one weight of relevance, recency and
 importance for L0 and L1; an importance weight of 0 is exactly the order (and weights) without it."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from services.common.domain.facts import Fact, FactProvenance, decay, make_fact_id
 from services.common.domain.importance import text_importance
 from services.common.stores.episodes import Episode
-from services.recall_api import ranking
-from services.recall_api.ranking import Candidate
+from services.recall_api.retrieval import ranking
+from services.recall_api.retrieval.ranking import Candidate
 from services.recall_api.settings import RecallApiSettings
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)

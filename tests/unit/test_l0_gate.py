@@ -13,17 +13,17 @@ from services.common.gateways.keywords import KeywordEncoder, surface_terms
 from services.common.stores.episodes import Episode, EpisodeHit, Passage, PassageHit
 from services.common.stores.facts import FactHit, StoredFact
 from services.recall_api.candidates import ScoreParts, best_hit_parts
-from services.recall_api.l0_detail import asks_for_value, detail_check, misses_the_detail
-from services.recall_api.l0_gate import GateItem, L0GatePolicy, gate
-from services.recall_api.l0_select import L0Policy, select_injection, stands_alone, term_overlap
-from services.recall_api.l0_subject import (
+from services.recall_api.l0.detail import asks_for_value, detail_check, misses_the_detail
+from services.recall_api.l0.gate import GateItem, L0GatePolicy, gate
+from services.recall_api.l0.select import L0Policy, select_injection, stands_alone, term_overlap
+from services.recall_api.l0.subject import (
     about_someone_else,
     known_speakers,
     people_asked_about,
     speaker_lines,
     subject_check,
 )
-from services.recall_api.ranking import Ranked, episode_candidate, fact_candidate
+from services.recall_api.retrieval.ranking import Ranked, episode_candidate, fact_candidate
 
 OFF = L0GatePolicy(relative_margin=None, one_per_session=False)
 
@@ -371,7 +371,7 @@ def test_a_korean_query_is_analysed_once_per_turn(monkeypatch: pytest.MonkeyPatc
     """L0 analyses the query while it embeds (`prepare_query`); the detail check then reads the same
     morphemes twice (its interrogative, its nouns) without analysing the query again."""
     from services.common.gateways import kiwi
-    from services.recall_api import l0_detail
+    from services.recall_api.l0 import detail as l0_detail
 
     analysed: list[str] = []
     tokenize = kiwi.tokenize
@@ -394,7 +394,7 @@ def test_a_korean_query_is_analysed_once_per_turn(monkeypatch: pytest.MonkeyPatc
 
 
 def test_speaker_labels_of_a_long_text_are_read_but_not_kept() -> None:
-    from services.recall_api import l0_subject
+    from services.recall_api.l0 import subject as l0_subject
 
     l0_subject._cached_speakers.cache_clear()
     long_text = "Alice: I moved to Busan\n" + "and then " * 1_000

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from services.common.domain.tokens import TokenCounter
-from services.recall_api import memory_section
+from services.recall_api.retrieval import memory_section
 
 ENCODINGS = ("o200k_base", "cl100k_base")
 

@@ -20,7 +20,7 @@ from services.common.runtime.broker import build_broker
 from services.common.runtime.health import ConsumerHealth
 from services.common.runtime.resources import Resources
 from services.common.runtime.settings import TierMemSettings
-from services.recall_api.metrics import RecallMetrics
+from services.recall_api.retrieval.metrics import RecallMetrics
 
 ASSETS = Path(__file__).resolve().parents[2] / "infra" / "observability"
 SERIES = re.compile(r"\btiermem_[a-z0-9_]+")

@@ -12,11 +12,12 @@ from services.common.domain.tokens import TokenCounter
 from services.common.domain.trivial import is_trivial_message
 from services.common.stores.episodes import Episode, EpisodeHit, PassageHit
 from services.common.stores.facts import read_stored_fact
-from services.recall_api import instructions, l0_query, memory_section, ranking
+from services.recall_api import instructions
 from services.recall_api.auth import bearer_token, tenant_for_key
-from services.recall_api.l0_query import Turn
-from services.recall_api.metrics import RecallMetrics
-from services.recall_api.ranking import Candidate
+from services.recall_api.l0.query import Turn, build_l0_query
+from services.recall_api.retrieval import memory_section, ranking
+from services.recall_api.retrieval.metrics import RecallMetrics
+from services.recall_api.retrieval.ranking import Candidate
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -92,7 +93,7 @@ def test_query_uses_at_most_two_previous_user_turns_oldest_first() -> None:
         Turn("user", "third: the June deadline"),
         Turn("assistant", "Noted."),
     ]
-    query = l0_query.build_l0_query("그거 어떻게 됐어?", recent)
+    query = build_l0_query("그거 어떻게 됐어?", recent)
     assert query == "second: 온비서 결제 모듈\nthird: the June deadline\n그거 어떻게 됐어?"
     assert "Busan" not in query
     assert "Noted" not in query
@@ -100,19 +101,19 @@ def test_query_uses_at_most_two_previous_user_turns_oldest_first() -> None:
 
 def test_query_skips_trivial_turns_and_a_copy_of_the_current_message() -> None:
     recent = [Turn("user", "DGIA billing in Go"), Turn("user", "ok"), Turn("user", "what is the status?")]
-    assert l0_query.build_l0_query("what is the status?", recent) == "DGIA billing in Go\nwhat is the status?"
+    assert build_l0_query("what is the status?", recent) == "DGIA billing in Go\nwhat is the status?"
 
 
 def test_query_is_cut_in_code_points_keeping_the_newest_end() -> None:
     long_korean = "가나다라마바사아자차" * 40  # 400 code points, 1200 bytes in UTF-8
-    query = l0_query.build_l0_query("그거 어떻게 됐어?", [Turn("user", long_korean)], max_codepoints=300)
+    query = build_l0_query("그거 어떻게 됐어?", [Turn("user", long_korean)], max_codepoints=300)
     assert len(query) <= 300
     assert query.endswith("그거 어떻게 됐어?")
     assert len(query.encode("utf-8")) > 300  # counted in code points, not bytes
 
 
 def test_query_with_zero_previous_turns_is_the_message() -> None:
-    assert l0_query.build_l0_query("  hello there  ", [Turn("user", "x y z")], previous_user_turns=0) == "hello there"
+    assert build_l0_query("  hello there  ", [Turn("user", "x y z")], previous_user_turns=0) == "hello there"
 
 
 # ---- merging and ranking ------------------------------------------------------------------------

@@ -185,7 +185,7 @@ class ShownMemory:
 
 async def recall_memory(stack: EvalStack, user_id: str, question: str, l1_k: int) -> ShownMemory:
     """L0's section as injected, then (with `l1_k`) the L1 episodes it does not already hold."""
-    from services.recall_api.memory_section import render_item
+    from services.recall_api.retrieval.memory_section import render_item
 
     auto = await stack.recall.auto(user_id, question)
     text = auto.section

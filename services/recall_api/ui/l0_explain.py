@@ -11,11 +11,12 @@ from datetime import UTC, datetime
 from services.common.domain.owner import Owner
 from services.common.domain.trivial import is_trivial_message
 from services.common.stores.vector.port import HybridWeights
-from services.recall_api import l0_query, memory_section, ranking
 from services.recall_api.candidates import CandidateRetriever, CandidateSearch
-from services.recall_api.l0 import l0_policy
-from services.recall_api.l0_select import select_injection
-from services.recall_api.memory_records import memory_item
+from services.recall_api.l0.auto_recall import l0_policy
+from services.recall_api.l0.query import Turn, build_l0_query
+from services.recall_api.l0.select import select_injection
+from services.recall_api.retrieval import memory_section, ranking
+from services.recall_api.retrieval.memory_records import memory_item
 from services.recall_api.schemas import AutoRecallRequest, MemoryItem
 from services.recall_api.service import RecallService
 
@@ -75,8 +76,8 @@ async def explain_auto(service: RecallService, tenant_id: str, request: AutoReca
 
     if is_trivial_message(request.message):
         return skipped("trivial")
-    turns = [l0_query.Turn(t.role, t.content) for t in request.recent_messages]
-    text = l0_query.build_l0_query(
+    turns = [Turn(t.role, t.content) for t in request.recent_messages]
+    text = build_l0_query(
         request.message,
         turns,
         previous_user_turns=settings.l0_previous_user_turns,

@@ -14,21 +14,25 @@ from services.common.domain.owner import Owner
 from services.common.domain.tokens import TokenCounter
 from services.common.domain.trivial import is_trivial_message
 from services.common.stores.vector.port import HybridWeights
-from services.recall_api import l0_deadline, l0_detail, l0_query, l0_select, memory_section, ranking
+from services.recall_api import l0_deadline
 from services.recall_api.candidates import CandidateRetriever, CandidateSearch, note_recalled
-from services.recall_api.l0_gate import L0GatePolicy
-from services.recall_api.memory_records import memory_item
-from services.recall_api.metrics import RecallMetrics
-from services.recall_api.recall_counts import RecallCountUpdater
+from services.recall_api.l0.detail import prepare_query
+from services.recall_api.l0.gate import L0GatePolicy
+from services.recall_api.l0.query import Turn, build_l0_query
+from services.recall_api.l0.select import L0Policy, select_injection
+from services.recall_api.retrieval import memory_section, ranking
+from services.recall_api.retrieval.memory_records import memory_item
+from services.recall_api.retrieval.metrics import RecallMetrics
+from services.recall_api.retrieval.recall_counts import RecallCountUpdater
 from services.recall_api.schemas import AutoRecallRequest, AutoRecallResponse
 from services.recall_api.settings import RecallApiSettings
 
 log = logging.getLogger(__name__)
 
 
-def l0_policy(settings: RecallApiSettings) -> l0_select.L0Policy:
+def l0_policy(settings: RecallApiSettings) -> L0Policy:
     """The L0 gate as configured (see the `l0_*` settings)."""
-    return l0_select.L0Policy(
+    return L0Policy(
         gate=L0GatePolicy(
             relative_margin=settings.l0_relative_margin if settings.l0_relative_margin < 1 else None,
             min_dense=settings.l0_min_dense,
@@ -57,8 +61,8 @@ class AutoRecall:
         self.recall_counts = recall_counts
 
     def _query_text(self, request: AutoRecallRequest) -> str:
-        turns = [l0_query.Turn(t.role, t.content) for t in request.recent_messages]
-        return l0_query.build_l0_query(
+        turns = [Turn(t.role, t.content) for t in request.recent_messages]
+        return build_l0_query(
             request.message,
             turns,
             previous_user_turns=self.settings.l0_previous_user_turns,
@@ -80,7 +84,7 @@ class AutoRecall:
         deadline = started + self.settings.l0_embedding_deadline_ms / 1000
         # The keyword form is encoded while the query embeds; the vector arrives by the deadline or not at all.
         pending = await l0_deadline.start_query(self.retriever.resources, text, deadline=deadline)
-        l0_detail.prepare_query(text)  # while the query embeds
+        prepare_query(text)  # while the query embeds
         search = CandidateSearch(
             weights=HybridWeights(keyword=self.settings.l0_keyword_weight, dense=self.settings.l0_dense_weight),
             fetch=max_entries * self.settings.fetch_factor,
@@ -107,7 +111,7 @@ class AutoRecall:
             importance_weight=self.settings.importance_weight,
         )
         keywords = self.retriever.resources.keywords()
-        selection = l0_select.select_injection(
+        selection = select_injection(
             ranked, found.parts, text, keywords.tokens, l0_policy(self.settings), limit=max_entries
         )
         ranked = selection.chosen

@@ -8,7 +8,7 @@ from typing import Any
 from contracts.events import Channel
 from services.common.stores.episodes import Episode
 from services.common.stores.facts import StoredFact
-from services.recall_api.ranking import Ranked
+from services.recall_api.retrieval.ranking import Ranked
 from services.recall_api.schemas import MemoryItem
 
 _CHANNELS: dict[str, Channel] = {"private": "private", "group": "group"}

@@ -1,6 +1,6 @@
-"""What L0 injects, pure: the ranked candidates through the gate (`l0_gate`: agreement, distance from
-the top, one item per session, facts first), the subject check (`l0_subject`: nothing about someone
-else), the detail check (`l0_detail`: nothing that knows the topic but not the asked detail) and the
+"""What L0 injects, pure: the ranked candidates through the gate (`gate`: agreement, distance from
+the top, one item per session, facts first), the subject check (`subject`: nothing about someone
+else), the detail check (`detail`: nothing that knows the topic but not the asked detail) and the
 redundancy check (nothing that repeats an item already chosen). The one place `AutoRecall` and the
 memory browser's L0 explanation decide it."""
 
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from services.common.gateways.keywords import surface_terms
 from services.recall_api.candidates import ScoreParts
-from services.recall_api.l0_detail import DetailCheck, detail_check, misses_the_detail
-from services.recall_api.l0_gate import GateItem, L0GatePolicy, gate
-from services.recall_api.l0_subject import SubjectCheck, about_someone_else, known_speakers, subject_check
-from services.recall_api.ranking import Candidate, Ranked
+from services.recall_api.l0.detail import DetailCheck, detail_check, misses_the_detail
+from services.recall_api.l0.gate import GateItem, L0GatePolicy, gate
+from services.recall_api.l0.subject import SubjectCheck, about_someone_else, known_speakers, subject_check
+from services.recall_api.retrieval.ranking import Candidate, Ranked
 
 Tokenise = Callable[[str], list[str]]
 
@@ -59,7 +59,7 @@ def evidence_text(candidate: Candidate) -> str:
 
 def stands_alone(candidate: Candidate) -> bool:
     """Episodes, confirmed facts and facts saved on purpose stand on their own; a tentative fact read
-    once from a conversation needs its session's episode beside it (see `l0_gate`)."""
+    once from a conversation needs its session's episode beside it (see `gate`)."""
     fact = candidate.fact
     if candidate.kind != "fact" or fact is None:
         return True

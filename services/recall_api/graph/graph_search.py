@@ -21,7 +21,7 @@ from services.common.stores.graph.repository import (
     normalise_entity_name,
 )
 from services.recall_api.errors import StoreUnavailable
-from services.recall_api.memory_records import graph_provenance
+from services.recall_api.retrieval.memory_records import graph_provenance
 from services.recall_api.schemas import GraphSearchRequest, GraphSearchResponse
 from services.recall_api.settings import RecallApiSettings
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from services.common.domain.owner import Owner
 from services.common.runtime.resources import Resources
-from services.recall_api.ranking import MemoryKind
+from services.recall_api.retrieval.ranking import MemoryKind
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,11 @@ from services.common.stores.episodes import Episode
 from services.common.stores.facts import StoredFact
 from services.common.stores.raw_sessions import read_raw_session
 from services.common.stores.vector.port import HybridWeights, SearchFilter
-from services.recall_api import ranking
 from services.recall_api.candidates import CandidateRetriever, CandidateSearch, channel_filter, note_recalled
-from services.recall_api.memory_records import episode_provenance, fact_provenance, memory_item
-from services.recall_api.metrics import RecallMetrics
-from services.recall_api.recall_counts import RecallCountUpdater
+from services.recall_api.retrieval import ranking
+from services.recall_api.retrieval.memory_records import episode_provenance, fact_provenance, memory_item
+from services.recall_api.retrieval.metrics import RecallMetrics
+from services.recall_api.retrieval.recall_counts import RecallCountUpdater
 from services.recall_api.schemas import ExpandedMemory, SearchRequest, SearchResponse, SourceMessage
 from services.recall_api.settings import RecallApiSettings
 
