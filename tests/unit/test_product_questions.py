@@ -163,19 +163,21 @@ def test_the_measures_follow_their_definitions() -> None:
         _outcome(answerable=False, sessions=("s3",), skipped_reason="detail_not_known"),
         # Not in memory: nothing injected, and no reason given.
         _outcome(answerable=False, sessions=("s4",), language="ko"),
+        # Not in memory: an item of an unrelated session was injected (no abstention either).
+        _outcome(answerable=False, sessions=("s4",), injected=(("s7",),)),
     ]
     stats = summarize(outcomes)
-    assert stats["answerable"] == 2 and stats["not_in_memory"] == 3
+    assert stats["answerable"] == 2 and stats["not_in_memory"] == 4
     assert stats["l1_recall_at_5"] == 0.5
     assert stats["l0_recall"] == 0.5
     assert stats["l0_contamination"] == pytest.approx(2 / 3)  # s9 and the stale s1, of 3 items
-    assert stats["l0_abstention"] == pytest.approx(2 / 3)
-    assert stats["l0_topic_injected"] == pytest.approx(1 / 3)
+    assert stats["l0_abstention"] == 0.5
+    assert stats["l0_topic_injected"] == 0.25
     assert stats["stale_injected"] == 1.0
     assert stats["empty_answers"] == 2 and stats["empty_without_reason"] == 0.5
     tables = summary_tables(outcomes, ())
     assert set(tables["by_kind"]) == {"decision", "changed", "not_in_memory"}
-    assert tables["by_kind"]["not_in_memory"]["not_in_memory"] == 3
+    assert tables["by_kind"]["not_in_memory"]["not_in_memory"] == 4
     assert set(tables["by_split_language"]) == {"test/en", "test/ko"}
     checks = {c["target"]: c for c in target_checks(tables["by_split"])}
     assert checks["L0 recall (answerable)"]["met"] is False and checks["L0 recall (answerable)"]["held_out"]
