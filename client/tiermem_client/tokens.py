@@ -106,13 +106,14 @@ class ApproximateTokensWarning(UserWarning):
 class ApproximateCounter:
     """An over-estimate of o200k_base counts, for machines without tiktoken or its file.
 
-    The rule: an ASCII word (or run of underscores) counts one token per 4 characters, rounded up; a
-    run of digits one per 3; each ASCII punctuation mark one; each other character (Hangul, kana, CJK,
-    Cyrillic, accented letters ...) one, and two outside the Basic Multilingual Plane (emoji); a run of
-    whitespace one, except a single space or tab, which is free. On English and Korean prose this
-    counts about 1.5x the real tokens, so a budget that fits here fits on the server; it can fall
-    short only on text dense with short ASCII words and symbols (source code, tables), by ~15 % at
-    most on the corpus `tests/client/test_token_fallback.py` measures.
+    The rule: an ASCII word (or run of underscores) of n characters counts (n + 1) / 4 tokens and a
+    run of digits one per 3 digits, both rounded up; each ASCII punctuation mark counts one; each other
+    character (Hangul, kana, CJK, Cyrillic, accented letters ...) one, and two outside the Basic
+    Multilingual Plane (emoji); a run of whitespace one, except a single space or tab, which is free.
+    On English and Korean prose this counts about 1.5 times the real tokens, so a budget that fits
+    here fits on the server; it can fall short only on text dense with short ASCII words and symbols
+    (source code, tables), by ~15 % at most on the corpus `tests/client/test_token_fallback.py`
+    measures.
     """
 
     exact = False
@@ -127,7 +128,7 @@ def _piece_tokens(piece: str) -> int:
     if piece[0].isdigit():
         return math.ceil(len(piece) / 3)
     if piece.isascii():
-        return math.ceil(len(piece) / 4) if piece[0].isalpha() or piece[0] == "_" else len(piece)
+        return math.ceil((len(piece) + 1) / 4) if piece[0].isalpha() or piece[0] == "_" else len(piece)
     return sum(1 if ord(char) <= 0xFFFF else 2 for char in piece)
 
 
