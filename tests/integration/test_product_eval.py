@@ -25,7 +25,9 @@ MEASURES = {
     "questions",
     "answerable",
     "not_in_memory",
+    "l1_recall_at_1",
     "l1_recall_at_5",
+    "baselines_recall_at_1",
     "baselines_recall_at_5",
     "l0_recall",
     "l0_contamination",
@@ -68,7 +70,7 @@ def test_a_slice_of_the_held_out_split_reports_every_measure(tmp_path: Path) -> 
     summary = report["summary"]
     for group in (summary["all"], summary["by_split"]["test"], summary["by_language"]["en"]):
         assert set(group) == MEASURES
-        assert set(group["baselines_recall_at_5"]) == set(BASELINE_SYSTEMS)
+        assert set(group["baselines_recall_at_5"]) == set(group["baselines_recall_at_1"]) == set(BASELINE_SYSTEMS)
     assert set(summary["by_split"]) == {"test"} and set(summary["by_split_language"]) == {"test/en"}
     assert summary["by_kind"]["not_in_memory"]["not_in_memory"] == 2
     assert summary["all"]["questions"] == 4

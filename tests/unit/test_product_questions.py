@@ -169,6 +169,7 @@ def test_the_measures_follow_their_definitions() -> None:
     stats = summarize(outcomes)
     assert stats["answerable"] == 2 and stats["not_in_memory"] == 4
     assert stats["l1_recall_at_5"] == 0.5
+    assert stats["l1_recall_at_1"] == 0.5  # the second question's s2 is first
     assert stats["l0_recall"] == 0.5
     assert stats["l0_contamination"] == pytest.approx(2 / 3)  # s9 and the stale s1, of 3 items
     assert stats["l0_abstention"] == 0.5
@@ -187,4 +188,6 @@ def test_the_measures_follow_their_definitions() -> None:
 def test_baselines_are_scored_on_their_own_rankings() -> None:
     hit = _outcome(baselines={"dense turns": ("s1", "s2")})
     miss = _outcome(baselines={"dense turns": ("s1", "s3", "s4", "s5", "s6", "s2")})
-    assert summarize([hit, miss], ["dense turns"])["baselines_recall_at_5"] == {"dense turns": 0.5}
+    stats = summarize([hit, miss], ["dense turns"])
+    assert stats["baselines_recall_at_5"] == {"dense turns": 0.5}
+    assert stats["baselines_recall_at_1"] == {"dense turns": 0.0}

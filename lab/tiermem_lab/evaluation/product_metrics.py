@@ -4,6 +4,8 @@ baselines ranked the same user's sessions. The measures, per group of questions:
 
 - **L1 session recall@5** (answerable questions): an evidence session is among the sessions of the
   first 5 episodes L1 returned. The baselines' recall@5 is the same test on their session rankings.
+  A user holds about a dozen sessions, so recall@1 (the first session is an evidence session) is
+  reported beside it, for L1 and every baseline.
 - **L0 recall** (answerable): at least one injected item comes from an evidence session (an episode's
   session, or any session a fact's provenance names).
 - **L0 contamination** (answerable): injected items from no evidence session, over all items injected
@@ -55,15 +57,18 @@ class ProductOutcome:
     tokens: int
     baselines: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # system → sessions ranked
 
-    def _hits(self, ranking: Sequence[str]) -> bool:
-        return bool(set(ranking[:RECALL_K]) & set(self.sessions))
+    def _hits(self, ranking: Sequence[str], k: int) -> bool:
+        return bool(set(ranking[:k]) & set(self.sessions))
 
     @property
     def l1_hit(self) -> bool:
-        return self._hits(self.l1_sessions)
+        return self._hits(self.l1_sessions, RECALL_K)
 
-    def baseline_hit(self, system: str) -> bool:
-        return self._hits(self.baselines.get(system, ()))
+    def l1_hit_at(self, k: int) -> bool:
+        return self._hits(self.l1_sessions, k)
+
+    def baseline_hit(self, system: str, k: int = RECALL_K) -> bool:
+        return self._hits(self.baselines.get(system, ()), k)
 
     @property
     def l0_recalled(self) -> bool:
@@ -86,8 +91,8 @@ def _rate(group: Sequence[ProductOutcome], test: Callable[[ProductOutcome], bool
     return statistics.fmean(1.0 if test(o) else 0.0 for o in group) if group else None
 
 
-def _baseline_test(system: str) -> Callable[[ProductOutcome], bool]:
-    return lambda outcome: outcome.baseline_hit(system)
+def _baseline_test(system: str, k: int) -> Callable[[ProductOutcome], bool]:
+    return lambda outcome: outcome.baseline_hit(system, k)
 
 
 def summarize(group: Sequence[ProductOutcome], systems: Sequence[str] = ()) -> dict[str, Any]:
@@ -101,8 +106,10 @@ def summarize(group: Sequence[ProductOutcome], systems: Sequence[str] = ()) -> d
         "questions": len(group),
         "answerable": len(answerable),
         "not_in_memory": len(unanswerable),
+        "l1_recall_at_1": _rate(answerable, lambda o: o.l1_hit_at(1)),
         "l1_recall_at_5": _rate(answerable, lambda o: o.l1_hit),
-        "baselines_recall_at_5": {system: _rate(answerable, _baseline_test(system)) for system in systems},
+        "baselines_recall_at_1": {system: _rate(answerable, _baseline_test(system, 1)) for system in systems},
+        "baselines_recall_at_5": {system: _rate(answerable, _baseline_test(system, RECALL_K)) for system in systems},
         "l0_recall": _rate(answerable, lambda o: o.l0_recalled),
         "l0_contamination": (sum(o.contaminating for o in answerable) / injected) if injected else None,
         "l0_abstention": _rate(unanswerable, lambda o: o.empty),
@@ -124,7 +131,8 @@ def summary_tables(outcomes: Sequence[ProductOutcome], systems: Sequence[str]) -
         for kind in QUESTION_KINDS
         if any(o.answerable and o.kind == kind for o in outcomes)
     }
-    by_kind[NOT_IN_MEMORY] = summarize([o for o in outcomes if not o.answerable], systems)
+    if any(not o.answerable for o in outcomes):
+        by_kind[NOT_IN_MEMORY] = summarize([o for o in outcomes if not o.answerable], systems)
     return {
         "all": summarize(outcomes, systems),
         "by_split": {s: summarize([o for o in outcomes if o.split == s], systems) for s in splits},

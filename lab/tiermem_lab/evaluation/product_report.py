@@ -38,6 +38,7 @@ def summary_table(title: str, groups: Mapping[str, Mapping[str, Any]]) -> Table:
     columns = [
         "answerable",
         "not in memory",
+        "L1 @1",
         "L1 @5",
         *(f"{SHORT_NAMES[b]} @5" for b in SHOWN_BASELINES),
         "L0 recall",
@@ -55,6 +56,7 @@ def summary_table(title: str, groups: Mapping[str, Mapping[str, Any]]) -> Table:
             name,
             str(stats["answerable"]),
             str(stats["not_in_memory"]),
+            _fmt(stats["l1_recall_at_1"]),
             _fmt(stats["l1_recall_at_5"]),
             *(_fmt(baselines.get(b)) for b in SHOWN_BASELINES),
             _fmt(stats["l0_recall"]),
@@ -70,14 +72,16 @@ def summary_table(title: str, groups: Mapping[str, Mapping[str, Any]]) -> Table:
 def baselines_table(summary: Mapping[str, Any], systems: list[str]) -> Table:
     from rich.table import Table
 
-    table = Table(title="Session recall@5, answerable questions: tiermem L1 and every baseline")
+    table = Table(title="Session recall@1 and @5, answerable questions: tiermem L1 and every baseline")
     table.add_column("system")
     groups = {"all": summary["all"], **summary["by_split"]}
     for name in groups:
-        table.add_column(name, justify="right")
-    table.add_row(systems[0], *(_fmt(stats["l1_recall_at_5"]) for stats in groups.values()))
+        table.add_column(f"{name} @1", justify="right")
+        table.add_column(f"{name} @5", justify="right")
+    table.add_row(systems[0], *(_fmt(stats[f"l1_recall_at_{k}"]) for stats in groups.values() for k in (1, 5)))
     for system in systems[1:]:
-        table.add_row(system, *(_fmt(stats["baselines_recall_at_5"].get(system)) for stats in groups.values()))
+        cells = [_fmt(stats[f"baselines_recall_at_{k}"].get(system)) for stats in groups.values() for k in (1, 5)]
+        table.add_row(system, *cells)
     return table
 
 
