@@ -195,7 +195,7 @@ async def _serve_mcp_stdio(settings: RecallApiSettings, api_key: str | None, use
     """The MCP tools on the resources of a composition root without consumer services (the same
     resources as every other shape), closed when the client closes stdin."""
     from services.common.runtime.root import bootstrap
-    from services.recall_api.mcp_server import serve_stdio
+    from services.recall_api.mcp.server import serve_stdio
 
     root = await bootstrap(settings, [])
     try:

@@ -16,18 +16,18 @@ from services.common.runtime.resources import Resources
 from services.common.runtime.root import ServiceRoot, compose
 from services.common.runtime.settings import load_settings
 from services.recall_api.auth import check_api_keys
-from services.recall_api.body_deadline import BodyReadDeadline
-from services.recall_api.http_guard import RequestGuard, install_error_handlers
-from services.recall_api.http_telemetry import HttpTelemetry
-from services.recall_api.mcp_server import build_mcp_server, streamable_http_endpoint
-from services.recall_api.procedures import procedures_router
-from services.recall_api.routes import router
+from services.recall_api.http.body_deadline import BodyReadDeadline
+from services.recall_api.http.guard import RequestGuard, install_error_handlers
+from services.recall_api.http.procedure_routes import procedures_router
+from services.recall_api.http.routes import router
+from services.recall_api.http.telemetry import HttpTelemetry
+from services.recall_api.http.throttle import FailureThrottle
+from services.recall_api.http.unavailable import install_unavailable_handler
+from services.recall_api.http.write_routes import write_router
+from services.recall_api.mcp.server import build_mcp_server, streamable_http_endpoint
 from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
-from services.recall_api.throttle import FailureThrottle
 from services.recall_api.ui import install_ui
-from services.recall_api.unavailable import install_unavailable_handler
-from services.recall_api.write_routes import write_router
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ class FactRejected(ValueError):
 async def found_or_raise(lookup: Awaitable[T | None], *, missing: Callable[[], Exception]) -> T:
     """The result of a lookup by id, or `missing()` raised when there is none (HTTP 404, a tool error).
     A store that cannot be reached is not handled here: it reaches the one handler of store and broker
-    failures (`unavailable.py`), which answers HTTP and MCP alike."""
+    failures (`http/unavailable.py`), which answers HTTP and MCP alike."""
     found = await lookup
     if found is None:
         raise missing()

@@ -22,6 +22,7 @@ from services.common.runtime.resources import Resources
 from services.recall_api.candidates import CandidateRetriever
 from services.recall_api.errors import FactRejected, StoreUnavailable
 from services.recall_api.facts.fact_memory import FactMemory
+from services.recall_api.facts.procedures import ProcedureMemory, ProceduresResponse
 from services.recall_api.graph.graph_search import GraphSearch
 from services.recall_api.l0.auto_recall import AutoRecall
 from services.recall_api.retrieval.metrics import RecallMetrics
@@ -77,6 +78,7 @@ class RecallService:
         self._l1 = MemorySearch(settings, resources, retriever, self.nats, self.metrics, self.recall_counts)
         self._l2 = GraphSearch(settings, resources)
         self._facts = FactMemory(settings, resources, self.token_counter, self.metrics, self.recall_counts)
+        self._procedures = ProcedureMemory(settings, resources, self.token_counter, self.recall_counts)
         self._admin = MemoryAdmin(resources)
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -142,6 +144,20 @@ class RecallService:
     ) -> FactsResponse:
         return await self._facts.recall_facts(
             tenant_id, user_id, token_budget=token_budget, channel=channel, subject=subject
+        )
+
+    async def procedures(
+        self,
+        tenant_id: str,
+        user_id: str,
+        *,
+        channel: str = "private",
+        query: str | None = None,
+        token_budget: int | None = None,
+        include_shared: bool = True,
+    ) -> ProceduresResponse:
+        return await self._procedures.procedures(
+            tenant_id, user_id, channel=channel, query=query, token_budget=token_budget, include_shared=include_shared
         )
 
     async def request_erasure(

@@ -169,7 +169,7 @@ class RecallApiSettings(TierMemSettings):
     )
 
     # ---- authentication and exposure ------------------------------------------------------------
-    # services/recall_api/throttle.py: only wrong keys spend the budget; behind a proxy, set uvicorn's
+    # services/recall_api/http/throttle.py: only wrong keys spend the budget; behind a proxy, set uvicorn's
     # FORWARDED_ALLOW_IPS to the proxy's addresses, or every client shares the proxy's budget.
     auth_failures_per_minute: float = Field(
         default=10.0,

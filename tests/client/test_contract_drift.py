@@ -10,7 +10,8 @@ from tiermem_client import events, models
 
 from contracts import Message as ServerMessage
 from contracts import SessionCompleted as ServerSessionCompleted
-from services.recall_api import procedures, schemas, write_schemas
+from services.recall_api import schemas, write_schemas
+from services.recall_api.facts import procedures
 
 
 @pytest.mark.parametrize(

@@ -236,7 +236,7 @@ async def test_the_tools_over_stdio(
     # The entry point `tiermem mcp` uses, with settings from the environment only.
     script = textwrap.dedent(
         """
-        from services.recall_api.mcp_server import run_stdio
+        from services.recall_api.mcp.server import run_stdio
         from services.recall_api.settings import RecallApiSettings
 
         run_stdio(RecallApiSettings())

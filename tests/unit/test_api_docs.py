@@ -51,7 +51,7 @@ def test_every_mcp_tool_is_documented(page: str) -> None:
     import asyncio
 
     from services.common.runtime.resources import Resources
-    from services.recall_api.mcp_server import build_mcp_server
+    from services.recall_api.mcp.server import build_mcp_server
     from services.recall_api.service import RecallService
     from services.recall_api.settings import RecallApiSettings
 

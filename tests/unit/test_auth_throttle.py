@@ -1,10 +1,10 @@
-"""The budget of wrong API keys per client address (services/recall_api/throttle.py), on a clock the
+"""The budget of wrong API keys per client address (services/recall_api/http/throttle.py), on a clock the
 test moves: a burst, then a steady rate, with Retry-After telling when the next try is allowed, keys
 that worked from a client still served, and tables that never grow past their bound."""
 
 from __future__ import annotations
 
-from services.recall_api.throttle import FailureThrottle
+from services.recall_api.http.throttle import FailureThrottle
 
 GUESS = "wrong-key-0123456789abcdefghij"
 KEY = "Kq7uV2xP9sLm4Tz8RbN3wYc6-local"

@@ -15,7 +15,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 
 import services.common.gateways.instruments
 import services.common.runtime.instruments
-import services.recall_api.http_telemetry  # noqa: F401  (registers the HTTP instruments)
+import services.recall_api.http.telemetry  # noqa: F401  (registers the HTTP instruments)
 from services.common.runtime.broker import build_broker
 from services.common.runtime.health import ConsumerHealth
 from services.common.runtime.resources import Resources

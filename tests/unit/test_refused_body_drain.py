@@ -8,8 +8,8 @@ from typing import Any
 
 from starlette.types import Message
 
-from services.recall_api import http_guard
-from services.recall_api.http_guard import REFUSED_BODY_DRAIN_BYTES, discard_refused_body
+from services.recall_api.http import guard as http_guard
+from services.recall_api.http.guard import REFUSED_BODY_DRAIN_BYTES, discard_refused_body
 
 
 class Upload:

@@ -14,7 +14,7 @@ from tiermem_client.sentences import split_sentences as client_split_sentences
 from contracts import Message, SessionCompleted
 from services.common.domain.facts import FactProvenance
 from services.common.domain.sentences import split_sentences
-from services.recall_api.procedures import ProcedureRule, relevance, select_procedures
+from services.recall_api.facts.procedures import ProcedureRule, relevance, select_procedures
 from services.semantic_extractor.rules import rules_in_messages, stated_rules, user_messages, with_stated_rules
 from services.semantic_extractor.schema import ExtractedFact, ExtractionOutput, to_fact_candidates
 

@@ -1,4 +1,4 @@
-"""The one classification of store and broker failures (services/recall_api/unavailable.py): what is
+"""The one classification of store and broker failures (services/recall_api/http/unavailable.py): what is
 an outage answers 503 in the error shape, everything else stays a 500 (a bug is never disguised as a
 retryable outage). The outage probe (tests/faults/test_outage_probe.py) checks the same on the real
 stack with real servers killed; this checks the classification itself, exception by exception."""
@@ -12,7 +12,7 @@ import redis.exceptions
 from fastapi import FastAPI
 
 from services.recall_api.errors import StoreUnavailable
-from services.recall_api.unavailable import BROKER, GRAPH, install_unavailable_handler, unavailable_reason
+from services.recall_api.http.unavailable import BROKER, GRAPH, install_unavailable_handler, unavailable_reason
 
 
 @pytest.mark.parametrize(

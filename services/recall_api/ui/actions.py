@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from contracts.events import Channel, Scope
 from services.recall_api.auth import tenant_for_key
 from services.recall_api.errors import FactRejected
+from services.recall_api.http.throttle import client_address
 from services.recall_api.schemas import (
     AutoRecallRequest,
     ChatTurn,
@@ -22,7 +23,6 @@ from services.recall_api.schemas import (
     MemoryItem,
     SearchRequest,
 )
-from services.recall_api.throttle import client_address
 from services.recall_api.ui.graph_layout import graph_view
 from services.recall_api.ui.l0_explain import explain_auto
 from services.recall_api.ui.rendering import (
@@ -58,7 +58,7 @@ def _invalid(request: Request, exc: ValidationError, session: Any) -> Response:
 @actions_router.post("/login")
 async def login(request: Request, api_key: Annotated[str, Form(max_length=500)] = "") -> Response:
     """A wrong key spends the client's budget of wrong keys (shared with /v1's Bearer keys); over it,
-    the form is refused before the key is checked, unless the key has worked from there (throttle.py)."""
+    the form is refused before the key is checked, unless the key has worked from there (http/throttle.py)."""
     service = service_of(request)
     throttle, client = throttle_of(request), client_address(request.scope)
     wait_s = throttle.retry_after(client, api_key.strip())

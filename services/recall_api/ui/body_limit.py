@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.recall_api.http_guard import discard_refused_body, error_body
+from services.recall_api.http.guard import discard_refused_body, error_body
 
 # The largest form (an L0 preview: 32k characters of message and 64k of recent turns, up to three
 # UTF-8 bytes each once percent-encoded as up to nine) with room to spare.

@@ -16,6 +16,7 @@ from services.common.domain.facts import FactStatus
 from services.common.domain.owner import Owner
 from services.common.stores.erasure import ControlError
 from services.common.stores.vector.port import SearchFilter
+from services.recall_api.http.unavailable import FAILURE_TYPES
 from services.recall_api.ui.audit import audit_owner
 from services.recall_api.ui.rendering import (
     SECURITY_HEADERS,
@@ -29,7 +30,6 @@ from services.recall_api.ui.rendering import (
     signer_of,
 )
 from services.recall_api.ui.session import COOKIE_NAME
-from services.recall_api.unavailable import FAILURE_TYPES
 from services.recall_api.write.memory_admin import InvalidCursor, ListFilters
 from services.recall_api.write_schemas import ListKind
 

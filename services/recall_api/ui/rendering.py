@@ -13,8 +13,8 @@ from fastapi.templating import Jinja2Templates
 
 from services.recall_api.auth import valid_id
 from services.recall_api.errors import StoreUnavailable
+from services.recall_api.http.throttle import FailureThrottle
 from services.recall_api.service import RecallService
-from services.recall_api.throttle import FailureThrottle
 from services.recall_api.ui.session import COOKIE_NAME, BrowserSession, SessionSigner, csrf_matches
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def throttle_of(request: Request) -> FailureThrottle:
     return throttle
 
 
-# The dependencies are `async def` for the reason given in routes.py: FastAPI runs a plain `def`
+# The dependencies are `async def` for the reason given in http/routes.py: FastAPI runs a plain `def`
 # dependency in a worker thread, a hop on every page.
 async def current_session(request: Request) -> BrowserSession:
     session = session_if_any(request)

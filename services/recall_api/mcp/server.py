@@ -27,10 +27,11 @@ from services.common.runtime.resources import Resources
 from services.common.runtime.telemetry import install_tracing
 from services.recall_api.auth import Principal, bearer_token, check_api_keys, tenant_for_key, valid_id
 from services.recall_api.errors import FactRejected
-from services.recall_api.http_guard import error_body
+from services.recall_api.http.guard import error_body
+from services.recall_api.http.unavailable import RecallMcpServer
 from services.recall_api.instructions import memory_instructions
-from services.recall_api.mcp_write_tools import READ_ONLY, WRITES, add_write_tools
-from services.recall_api.procedures import add_procedure_tool
+from services.recall_api.mcp.procedure_tool import add_procedure_tool
+from services.recall_api.mcp.write_tools import READ_ONLY, WRITES, add_write_tools
 from services.recall_api.schemas import (
     ExpandedMemory,
     FactsResponse,
@@ -43,7 +44,6 @@ from services.recall_api.schemas import (
 )
 from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
-from services.recall_api.unavailable import RecallMcpServer
 
 log = logging.getLogger(__name__)
 

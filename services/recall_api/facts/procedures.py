@@ -1,4 +1,5 @@
-"""Procedural memory through the recall API: `GET /v1/procedures` and the MCP tool `memory_procedures`.
+"""Procedural memory: the working rules that `GET /v1/procedures` and the MCP tool `memory_procedures`
+answer with (services/recall_api/http/procedure_routes.py, mcp/procedure_tool.py).
 
 A working rule is a fact with subject `procedure` and attribute `procedure_<topic>` (single-valued, so
 a new rule on a topic supersedes the old one under the write policy; only current rules are read).
@@ -19,22 +20,19 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Literal
 
-from fastapi import APIRouter, Query
-from mcp.server.mcpserver import Context, MCPServer
 from pydantic import BaseModel, Field
 
-from contracts.events import ID_PATTERN, Channel
 from services.common.domain.fact_attributes import PROCEDURE_ATTRIBUTE_PREFIX, is_procedure_attribute
 from services.common.domain.facts import Fact, normalise_subject
 from services.common.domain.owner import Owner
-from services.recall_api.auth import Principal
+from services.common.domain.tokens import TokenCounter
+from services.common.runtime.resources import Resources
 from services.recall_api.candidates import fact_filter
-from services.recall_api.mcp_write_tools import READ_ONLY
 from services.recall_api.retrieval.ranking import is_superseded
-from services.recall_api.routes import ERROR_RESPONSES, Service, Tenant, UserId
-from services.recall_api.service import RecallService
+from services.recall_api.retrieval.recall_counts import RecallCountUpdater
+from services.recall_api.settings import RecallApiSettings
 
 PROCEDURE_SUBJECT = "procedure"
 SHARED_RULES_USER = "_tenant"  # the reserved user holding the tenant's team/org rules
@@ -125,12 +123,21 @@ def _rule(fact: Fact, fact_id: str, owner: Literal["user", "tenant"]) -> Procedu
 class ProcedureMemory:
     """Reads the current rules of a user and of the tenant, and selects a turn's rules."""
 
-    def __init__(self, service: RecallService) -> None:
-        self.service = service
+    def __init__(
+        self,
+        settings: RecallApiSettings,
+        resources: Resources,
+        token_counter: Callable[[], TokenCounter],
+        recall_counts: RecallCountUpdater,
+    ) -> None:
+        self.settings = settings
+        self.resources = resources
+        self.token_counter = token_counter
+        self.recall_counts = recall_counts
 
     async def _current(self, owner: Owner, channel: str, who: Literal["user", "tenant"]) -> list[ProcedureRule]:
-        store = await self.service.resources.facts()
-        found = await store.scroll(owner, fact_filter(channel), limit=self.service.settings.facts_scan_limit)
+        store = await self.resources.facts()
+        found = await store.scroll(owner, fact_filter(channel), limit=self.settings.facts_scan_limit)
         rules = [
             _rule(stored.fact, stored.fact.fact_id, who)
             for stored in found
@@ -160,7 +167,7 @@ class ProcedureMemory:
                 if rule.topic not in topics  # the user's own rule on a topic wins over the tenant's
             ]
         every = own + shared
-        counter = self.service.token_counter()
+        counter = self.token_counter()
         selection = select_procedures(every, query, token_budget or DEFAULT_TOKEN_BUDGET, counter.count_tokens)
         self._note_recalled(tenant_id, user_id, selection.chosen)
         section = "\n".join(rule_line(rule.text) for rule in selection.chosen)
@@ -178,61 +185,4 @@ class ProcedureMemory:
         # Loaded rules count as recalled, so the pruner never forgets a rule that is used every turn.
         now = time.time()
         for who, owner in (("user", Owner(tenant_id, user_id)), ("tenant", Owner(tenant_id, SHARED_RULES_USER))):
-            self.service.recall_counts.submit("fact", owner, [rule.id for rule in chosen if rule.owner == who], now)
-
-
-procedures_router = APIRouter(responses=ERROR_RESPONSES)
-
-
-@procedures_router.get(
-    "/v1/procedures", response_model=ProceduresResponse, tags=["facts"], summary="Working rules for this turn"
-)
-async def procedures_for_turn(
-    user_id: UserId,
-    tenant: Tenant,
-    service: Service,
-    channel: Channel = "private",
-    query: Annotated[str | None, Query(max_length=32_000, description="The turn's message, to rank by.")] = None,
-    token_budget: Annotated[int | None, Query(ge=1, le=MAX_TOKEN_BUDGET, description="Most tokens (400).")] = None,
-    include_shared: Annotated[bool, Query(description="Add the tenant's shared rules.")] = True,
-) -> ProceduresResponse:
-    return await ProcedureMemory(service).procedures(
-        tenant,
-        user_id,
-        channel=channel,
-        query=query,
-        token_budget=token_budget,
-        include_shared=include_shared,
-    )
-
-
-def add_procedure_tool(
-    server: MCPServer[Any],
-    service: RecallService,
-    principal_of: Callable[[Context[Any, Any]], Principal],
-    user_of: Callable[[Principal, str | None], str],
-) -> None:
-    """`memory_procedures`: the same answer as GET /v1/procedures, for the connection's principal."""
-
-    @server.tool(
-        annotations=READ_ONLY,
-        description=(
-            "The user's working rules (and the tenant's shared ones) to follow in this turn: all of them while "
-            "they fit token_budget, else the ones relevant to `query`. Follow them unless the user says otherwise."
-        ),
-    )
-    async def memory_procedures(
-        ctx: Context[Any, Any],
-        user_id: Annotated[str | None, Field(default=None, pattern=ID_PATTERN, description="End user.")] = None,
-        query: Annotated[str | None, Field(default=None, max_length=32_000, description="This turn's message.")] = None,
-        token_budget: Annotated[int | None, Field(default=None, ge=1, le=MAX_TOKEN_BUDGET)] = None,
-    ) -> ProceduresResponse:
-        principal = principal_of(ctx)
-        channel = principal.channel or "private"
-        return await ProcedureMemory(service).procedures(
-            principal.tenant_id,
-            user_of(principal, user_id),
-            channel=channel,
-            query=query,
-            token_budget=token_budget,
-        )
+            self.recall_counts.submit("fact", owner, [rule.id for rule in chosen if rule.owner == who], now)

@@ -14,7 +14,7 @@ import asyncio
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.recall_api.http_guard import error_body
+from services.recall_api.http.guard import error_body
 
 
 class BodyReadTimeout(StarletteHTTPException):

@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from services.recall_api.auth import bearer_token, tenant_for_key
-from services.recall_api.throttle import FailureThrottle, client_address
+from services.recall_api.http.throttle import FailureThrottle, client_address
 from services.recall_api.write_schemas import ErrorDetail, ErrorResponse
 
 log = logging.getLogger(__name__)

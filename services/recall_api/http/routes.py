@@ -13,7 +13,8 @@ from contracts.events import ID_PATTERN, Channel
 from services.recall_api import instructions
 from services.recall_api.auth import tenant_for_key
 from services.recall_api.errors import FactRejected
-from services.recall_api.http_guard import FieldError
+from services.recall_api.http.guard import FieldError
+from services.recall_api.http.unavailable import unavailable_reason
 from services.recall_api.schemas import (
     AutoRecallRequest,
     AutoRecallResponse,
@@ -29,7 +30,6 @@ from services.recall_api.schemas import (
     SearchResponse,
 )
 from services.recall_api.service import RecallService
-from services.recall_api.unavailable import unavailable_reason
 from services.recall_api.write_schemas import ErrorResponse
 
 log = logging.getLogger(__name__)

@@ -11,8 +11,8 @@ from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, status
 from contracts.events import Channel, Scope
 from services.common.domain.facts import FactStatus
 from services.recall_api.errors import FactRejected, found_or_raise
-from services.recall_api.http_guard import FieldError
-from services.recall_api.routes import ERROR_RESPONSES, NOT_FOUND_DETAIL, Service, Tenant, UserId
+from services.recall_api.http.guard import FieldError
+from services.recall_api.http.routes import ERROR_RESPONSES, NOT_FOUND_DETAIL, Service, Tenant, UserId
 from services.recall_api.service import SessionRejected
 from services.recall_api.write.memory_admin import InvalidCursor, ListFilters
 from services.recall_api.write.sessions_in import WrongTenant

@@ -25,7 +25,7 @@ from mcp.types import CallToolResult, InputRequiredResult
 from qdrant_client.http.exceptions import ResponseHandlingException
 
 from services.recall_api.errors import StoreUnavailable
-from services.recall_api.http_guard import error_response
+from services.recall_api.http.guard import error_response
 
 log = logging.getLogger(__name__)
 
