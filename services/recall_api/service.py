@@ -19,12 +19,12 @@ from contracts.session_input import SessionRejected, parse_session
 from services.common.domain.owner import Owner
 from services.common.domain.tokens import TokenCounter
 from services.common.runtime.resources import Resources
-from services.recall_api.candidates import CandidateRetriever
 from services.recall_api.errors import FactRejected, StoreUnavailable
 from services.recall_api.facts.fact_memory import FactMemory
 from services.recall_api.facts.procedures import ProcedureMemory, ProceduresResponse
 from services.recall_api.graph.graph_search import GraphSearch
 from services.recall_api.l0.auto_recall import AutoRecall
+from services.recall_api.retrieval.candidates import CandidateRetriever
 from services.recall_api.retrieval.metrics import RecallMetrics
 from services.recall_api.retrieval.recall_counts import RecallCountUpdater
 from services.recall_api.schemas import (

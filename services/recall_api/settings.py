@@ -30,7 +30,7 @@ class RecallApiSettings(TierMemSettings):
         default=1000,
         gt=0,
         description="L0 waits this long (from the request's start) for the query embedding, then answers from "
-        "keyword search alone, flagged degraded (services/recall_api/l0_deadline.py).",
+        "keyword search alone, flagged degraded (services/recall_api/l0/deadline.py).",
     )
     # The L0 gate (services/recall_api/l0/gate.py, l0/subject.py): rules that move the precision-recall
     # frontier rather than the threshold along it. Measured on LoCoMo (dev subset) in the issue 17 note.

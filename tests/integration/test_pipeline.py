@@ -20,7 +20,7 @@ from services.common.stores.episodes import episode_id_for
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES, HybridWeights
 from services.dedup.handlers import DEFINITION as DEDUP
 from services.episodic_summarizer.handlers import DEFINITION as EPISODIC
-from services.recall_api.candidates import episode_filter
+from services.recall_api.retrieval.candidates import episode_filter
 from services.semantic_extractor.handlers import DEFINITION as SEMANTIC
 from tests.support.events import decoded, session_event, stream_messages
 from tests.support.message_ids import message_id

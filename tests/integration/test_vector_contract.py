@@ -620,7 +620,7 @@ async def test_edge_requires_ensure_collection(tmp_path: Path) -> None:
         await index.ensure_collection("../escape", DIM)
 
 
-# -- no query vector: L0's vector missed its deadline (recall_api/l0_deadline.py) ---------------------
+# -- no query vector: L0's vector missed its deadline (recall_api/l0/deadline.py) ---------------------
 
 
 async def test_no_query_vector_answers_from_keywords(index: VectorIndex, corpus: Corpus) -> None:

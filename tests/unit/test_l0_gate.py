@@ -12,7 +12,6 @@ from services.common.domain.facts import Fact, FactProvenance, make_fact_id
 from services.common.gateways.keywords import KeywordEncoder, surface_terms
 from services.common.stores.episodes import Episode, EpisodeHit, Passage, PassageHit
 from services.common.stores.facts import FactHit, StoredFact
-from services.recall_api.candidates import ScoreParts, best_hit_parts
 from services.recall_api.l0.detail import asks_for_value, detail_check, misses_the_detail
 from services.recall_api.l0.gate import GateItem, L0GatePolicy, gate
 from services.recall_api.l0.select import L0Policy, select_injection, stands_alone, term_overlap
@@ -23,6 +22,7 @@ from services.recall_api.l0.subject import (
     speaker_lines,
     subject_check,
 )
+from services.recall_api.retrieval.candidates import ScoreParts, best_hit_parts
 from services.recall_api.retrieval.ranking import Ranked, episode_candidate, fact_candidate
 
 OFF = L0GatePolicy(relative_margin=None, one_per_session=False)

@@ -9,8 +9,8 @@ from typing import cast
 
 from services.common.domain.sparse import SparseVector
 from services.common.runtime.resources import Resources
-from services.recall_api import l0_deadline
-from services.recall_api.candidates import CandidateRetriever
+from services.recall_api.l0.deadline import start_query
+from services.recall_api.retrieval.candidates import CandidateRetriever
 
 
 class OrderedEmbedder:
@@ -64,7 +64,7 @@ class FakeResources:
 
 async def test_l0_starts_the_query_embedding_before_the_keyword_form() -> None:
     resources = FakeResources()
-    pending = await l0_deadline.start_query(cast(Resources, resources), "q", deadline=time.perf_counter() + 60)
+    pending = await start_query(cast(Resources, resources), "q", deadline=time.perf_counter() + 60)
     assert resources.order == ["embedding", "keywords"]
     assert pending.sparse == SparseVector([1], [1.0])
     assert resources.embedding.pending is not None

@@ -58,7 +58,7 @@ from services.common.stores.vector.port import (
     SparseVector,
     VectorIndex,
 )
-from services.recall_api.candidates import episode_filter
+from services.recall_api.retrieval.candidates import episode_filter
 from services.recall_api.settings import RecallApiSettings
 from tiermem_lab.benchmarks.fast_embedder import FAST_EMBEDDER_NOTE, HashEmbedder
 from tiermem_lab.benchmarks.http_driver import driver_beside

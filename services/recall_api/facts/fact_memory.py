@@ -15,9 +15,9 @@ from services.common.domain.owner import Owner
 from services.common.domain.tokens import TokenCounter
 from services.common.runtime.resources import Resources
 from services.common.stores.tombstones import UserBeingErased
-from services.recall_api.candidates import fact_filter, note_recalled
 from services.recall_api.errors import FactRejected, StoreUnavailable
 from services.recall_api.retrieval import memory_section, ranking
+from services.recall_api.retrieval.candidates import fact_filter, note_recalled
 from services.recall_api.retrieval.memory_records import memory_item
 from services.recall_api.retrieval.metrics import RecallMetrics
 from services.recall_api.retrieval.ranking import Candidate

@@ -29,7 +29,7 @@ from services.common.domain.facts import Fact, normalise_subject
 from services.common.domain.owner import Owner
 from services.common.domain.tokens import TokenCounter
 from services.common.runtime.resources import Resources
-from services.recall_api.candidates import fact_filter
+from services.recall_api.retrieval.candidates import fact_filter
 from services.recall_api.retrieval.ranking import is_superseded
 from services.recall_api.retrieval.recall_counts import RecallCountUpdater
 from services.recall_api.settings import RecallApiSettings

@@ -14,13 +14,13 @@ from services.common.domain.owner import Owner
 from services.common.domain.tokens import TokenCounter
 from services.common.domain.trivial import is_trivial_message
 from services.common.stores.vector.port import HybridWeights
-from services.recall_api import l0_deadline
-from services.recall_api.candidates import CandidateRetriever, CandidateSearch, note_recalled
+from services.recall_api.l0.deadline import start_query
 from services.recall_api.l0.detail import prepare_query
 from services.recall_api.l0.gate import L0GatePolicy
 from services.recall_api.l0.query import Turn, build_l0_query
 from services.recall_api.l0.select import L0Policy, select_injection
 from services.recall_api.retrieval import memory_section, ranking
+from services.recall_api.retrieval.candidates import CandidateRetriever, CandidateSearch, note_recalled
 from services.recall_api.retrieval.memory_records import memory_item
 from services.recall_api.retrieval.metrics import RecallMetrics
 from services.recall_api.retrieval.recall_counts import RecallCountUpdater
@@ -83,7 +83,7 @@ class AutoRecall:
         now = datetime.now(UTC)
         deadline = started + self.settings.l0_embedding_deadline_ms / 1000
         # The keyword form is encoded while the query embeds; the vector arrives by the deadline or not at all.
-        pending = await l0_deadline.start_query(self.retriever.resources, text, deadline=deadline)
+        pending = await start_query(self.retriever.resources, text, deadline=deadline)
         prepare_query(text)  # while the query embeds
         search = CandidateSearch(
             weights=HybridWeights(keyword=self.settings.l0_keyword_weight, dense=self.settings.l0_dense_weight),

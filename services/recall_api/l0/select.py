@@ -10,10 +10,10 @@ from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from services.common.gateways.keywords import surface_terms
-from services.recall_api.candidates import ScoreParts
 from services.recall_api.l0.detail import DetailCheck, detail_check, misses_the_detail
 from services.recall_api.l0.gate import GateItem, L0GatePolicy, gate
 from services.recall_api.l0.subject import SubjectCheck, about_someone_else, known_speakers, subject_check
+from services.recall_api.retrieval.candidates import ScoreParts
 from services.recall_api.retrieval.ranking import Candidate, Ranked
 
 Tokenise = Callable[[str], list[str]]

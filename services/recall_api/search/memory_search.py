@@ -17,8 +17,8 @@ from services.common.stores.episodes import Episode
 from services.common.stores.facts import StoredFact
 from services.common.stores.raw_sessions import read_raw_session
 from services.common.stores.vector.port import HybridWeights, SearchFilter
-from services.recall_api.candidates import CandidateRetriever, CandidateSearch, channel_filter, note_recalled
 from services.recall_api.retrieval import ranking
+from services.recall_api.retrieval.candidates import CandidateRetriever, CandidateSearch, channel_filter, note_recalled
 from services.recall_api.retrieval.memory_records import episode_provenance, fact_provenance, memory_item
 from services.recall_api.retrieval.metrics import RecallMetrics
 from services.recall_api.retrieval.recall_counts import RecallCountUpdater

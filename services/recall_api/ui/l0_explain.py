@@ -11,11 +11,11 @@ from datetime import UTC, datetime
 from services.common.domain.owner import Owner
 from services.common.domain.trivial import is_trivial_message
 from services.common.stores.vector.port import HybridWeights
-from services.recall_api.candidates import CandidateRetriever, CandidateSearch
 from services.recall_api.l0.auto_recall import l0_policy
 from services.recall_api.l0.query import Turn, build_l0_query
 from services.recall_api.l0.select import select_injection
 from services.recall_api.retrieval import memory_section, ranking
+from services.recall_api.retrieval.candidates import CandidateRetriever, CandidateSearch
 from services.recall_api.retrieval.memory_records import memory_item
 from services.recall_api.schemas import AutoRecallRequest, MemoryItem
 from services.recall_api.service import RecallService

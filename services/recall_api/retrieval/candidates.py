@@ -27,7 +27,7 @@ LIVE_FACT_STATUSES = ["confirmed", "tentative"]
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """`dense` None: the vector missed L0's deadline (l0_deadline.py), keywords alone answer."""
+    """`dense` None: the vector missed L0's deadline (l0/deadline.py), keywords alone answer."""
 
     text: str
     dense: Sequence[float] | None

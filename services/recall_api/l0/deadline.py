@@ -29,7 +29,7 @@ from typing import Literal
 from services.common.domain.sparse import SparseVector
 from services.common.gateways.embedder import begin_query
 from services.common.runtime.resources import Resources
-from services.recall_api.candidates import Query
+from services.recall_api.retrieval.candidates import Query
 
 Degraded = Literal["embedding_deadline"]
 EMBEDDING_DEADLINE: Degraded = "embedding_deadline"
