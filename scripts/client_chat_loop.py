@@ -6,8 +6,11 @@ context window compressing on a long conversation while the last 4 turns stay ve
 called: the assistant's replies are canned and compression uses the offline extractive summariser.
 
     tiermem up &                                   # writes .tiermem/dev-api-key, tenant "local"
-    pip install './client[tokens]'
-    TIERMEM_O200K_FILE=/path/to/o200k_base.tiktoken python scripts/client_chat_loop.py
+    .venv/bin/python scripts/client_chat_loop.py   # the dev .venv has the client (scripts/bootstrap)
+
+or, with the client alone: `pip install './client[tokens]'` and `python scripts/client_chat_loop.py`.
+It reads TIERMEM_RECALL_URL and TIERMEM_API_KEY as the CLI does. Tokens are counted exactly when the
+o200k_base file is on disk (TIERMEM_O200K_FILE), else approximately (see `load_counter`).
 
 It prints what happens and, last, one JSON line with the outcome; the exit code is 0 when all three held.
 """
@@ -23,13 +26,14 @@ import uuid
 from pathlib import Path
 
 from tiermem_client import (
+    DEFAULT_URL,
     ContextBuilder,
-    O200kCounter,
     TiermemClient,
     TokenCounter,
     TurnRequest,
     WorkingMemory,
     extract_rules,
+    load_counter,
     turn_context,
 )
 
@@ -65,7 +69,7 @@ def first_session(client: TiermemClient, counter: TokenCounter, tenant: str, use
     memory.add("user", "보고서는 표부터 보여줘.")
     memory.add("assistant", "알겠습니다. 보고서는 표부터 보여드릴게요.")
     event_id = end_session(client, memory, tenant, user, f"s1-{uuid.uuid4().hex[:6]}")
-    wait_until("session 1 to be consolidated", lambda: client.event_status(user, event_id).finished)
+    client.wait(event_id, user_id=user, timeout=180)
     wait_until("the extracted fact", lambda: any("Busan" in i.abstract for i in client.facts(user).items))
 
 
@@ -104,11 +108,11 @@ def api_key(data_dir: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--url", default=os.environ.get("TIERMEM_URL", "http://127.0.0.1:8080"))
+    parser.add_argument("--url", default=os.environ.get("TIERMEM_RECALL_URL", DEFAULT_URL), help="TIERMEM_RECALL_URL")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("TIERMEM_DATA_DIR", ".tiermem")))
     parser.add_argument("--tenant", default="local", help="the tenant of the key (`tiermem up`: local)")
     args = parser.parse_args(argv)
-    counter = O200kCounter.load()
+    counter = load_counter()
     user = f"demo-{uuid.uuid4().hex[:8]}"
     with TiermemClient(args.url, api_key(args.data_dir), timeout_s=60) as client:
         first_session(client, counter, args.tenant, user)

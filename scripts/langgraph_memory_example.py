@@ -10,8 +10,10 @@ It shows: a fact said in session 1 recalled in session 2 without being named, a 
 applied in session 2, and a contradicting rule in session 3 replacing it (versioned, not overwritten).
 
     tiermem up &                                    # writes .tiermem/dev-api-key, tenant "local"
-    pip install './client[langgraph]'
-    python scripts/langgraph_memory_example.py
+    .venv/bin/python scripts/langgraph_memory_example.py   # the dev .venv has the client and langgraph
+
+or, elsewhere: `pip install './client[langgraph]'` first. It reads TIERMEM_RECALL_URL and TIERMEM_API_KEY
+as the CLI does.
 
 It prints what happens and, last, one JSON line with the outcome; the exit code is 0 when all held.
 """
@@ -37,7 +39,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
-from tiermem_client import AsyncTiermemClient, Message, SessionCompleted, extract_rules
+from tiermem_client import DEFAULT_URL, AsyncTiermemClient, Message, SessionCompleted, extract_rules
 from tiermem_client.adapters.langgraph import TiermemStore
 
 
@@ -122,11 +124,7 @@ async def chat(client: AsyncTiermemClient, tenant: str, user: str, said: list[st
         started_at=ended - timedelta(minutes=5), ended_at=ended, messages=messages,
     )  # fmt: skip
     await client.add_session(event)
-
-    async def consolidated() -> bool:
-        return (await client.event_status(user, str(event.event_id))).finished
-
-    await wait_until("the session to be consolidated", consolidated)
+    await client.wait(str(event.event_id), user_id=user, timeout=180)
     return turns
 
 
@@ -178,7 +176,7 @@ async def amain(url: str, key: str, tenant: str, user: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--url", default=os.environ.get("TIERMEM_URL", "http://127.0.0.1:8080"))
+    parser.add_argument("--url", default=os.environ.get("TIERMEM_RECALL_URL", DEFAULT_URL), help="TIERMEM_RECALL_URL")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("TIERMEM_DATA_DIR", ".tiermem")))
     parser.add_argument("--tenant", default="local", help="the tenant of the key (`tiermem up`: local)")
     parser.add_argument("--user", default=f"lg-{uuid.uuid4().hex[:6]}", help="a fresh user by default")

@@ -11,8 +11,10 @@ context, and through the search tool the model calls), a rule saved by the agent
 loaded in session 2, and a rule saved in session 3 in force in its next turn.
 
     tiermem up &                                    # writes .tiermem/dev-api-key, tenant "local"
-    pip install './client[pydantic-ai]'
-    python scripts/pydantic_ai_agent_example.py
+    .venv/bin/python scripts/pydantic_ai_agent_example.py  # the dev .venv has the client and pydantic-ai
+
+or, elsewhere: `pip install './client[pydantic-ai]'` first. It reads TIERMEM_RECALL_URL and
+TIERMEM_API_KEY as the CLI does.
 
 It prints what happens and, last, one JSON line with the outcome; the exit code is 0 when all held.
 """
@@ -33,7 +35,7 @@ from pathlib import Path
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from tiermem_client import AsyncTiermemClient, extract_rules
+from tiermem_client import DEFAULT_URL, AsyncTiermemClient, extract_rules
 from tiermem_client.adapters.pydantic_ai import TiermemDeps, memory_instructions, memory_toolset, record_session
 
 
@@ -100,11 +102,7 @@ async def session(deps: TiermemDeps, model: ScriptedModel, said: list[str], *, h
     ended = datetime.now(UTC) - timedelta(hours=hours_ago)
     session_id = f"pa-{uuid.uuid4().hex[:8]}"
     accepted = await record_session(deps, history, session_id=session_id, ended_at=ended)
-
-    async def consolidated() -> bool:
-        return (await deps.client.event_status(deps.user_id, accepted.event_id)).finished
-
-    await wait_until(f"session {session_id} to be consolidated", consolidated)
+    await deps.client.wait(accepted.event_id, user_id=deps.user_id, timeout=180)
 
 
 async def run_demo(client: AsyncTiermemClient, tenant: str, user: str) -> dict[str, bool]:
@@ -156,7 +154,7 @@ async def amain(url: str, key: str, tenant: str, user: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--url", default=os.environ.get("TIERMEM_URL", "http://127.0.0.1:8080"))
+    parser.add_argument("--url", default=os.environ.get("TIERMEM_RECALL_URL", DEFAULT_URL), help="TIERMEM_RECALL_URL")
     parser.add_argument("--data-dir", type=Path, default=Path(os.environ.get("TIERMEM_DATA_DIR", ".tiermem")))
     parser.add_argument("--tenant", default="local", help="the tenant of the key (`tiermem up`: local)")
     parser.add_argument("--user", default=f"pa-{uuid.uuid4().hex[:6]}", help="a fresh user by default")

@@ -34,7 +34,7 @@ def test_the_chat_loop_example_recalls_a_fact_applies_a_rule_and_compresses(
 ) -> None:
     env = {
         "PATH": "/usr/bin:/bin",
-        "TIERMEM_URL": f"http://127.0.0.1:{tiermem_up.http_port}",
+        "TIERMEM_RECALL_URL": f"http://127.0.0.1:{tiermem_up.http_port}",
         "TIERMEM_DATA_DIR": str(tiermem_up.data_dir),
         "TIERMEM_O200K_FILE": str(bundled_encoding_path("o200k_base")),
     }
