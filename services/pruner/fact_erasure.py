@@ -6,19 +6,24 @@ starts (`FactErasure.steps`), so a store added to the list cannot be forgotten.
 What is searched for is the fact's value, its sentence and the graph's names for the value (the
 needles, see `value_needles`): every raw session stating it is replaced by a redacted copy the
 summariser rebuilds its episode from (both roles: the assistant's echo goes too), and every event,
-dead letter, point, keyword vector and entity still naming it goes."""
+dead letter, point, keyword vector and entity still naming it goes.
+
+What the user said after the request was accepted is left alone (`erasure_cut`): a request carries the
+session stream's sequence at its 202, and sessions above it, with everything derived from them, are
+kept, though they state the value again. A request without that cut redacts every session."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from contracts import ErasureRequested, SessionCompleted
 from services.common.domain.ids import owned_uuid, owner_message_id
 from services.common.domain.value_text import text_mentions
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.stores.erasure import delete_message, stream_messages
+from services.common.stores.facts import StoredFact
 from services.common.stores.value_places import (
     PLACES,
     PlaceStores,
@@ -26,6 +31,7 @@ from services.common.stores.value_places import (
     json_or_text,
 )
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES, SearchFilter
+from services.pruner.erasure_cut import AfterCut, after_cut
 from services.pruner.erasure_steps import (
     ErasureIncomplete,
     ErasureProgress,
@@ -74,6 +80,18 @@ class FactErasure:
             "erasure_progress": self.nothing,
         }
 
+    @property
+    def cut(self) -> int | None:
+        """The session stream's sequence when the request was accepted (None: a request without one)."""
+        return self.event.session_cut
+
+    async def lineage(self) -> AfterCut | None:
+        """What is left alone, read again at every step: later sessions keep arriving meanwhile."""
+        if self.cut is None:
+            return None
+        scope = self.scope
+        return await after_cut(scope.js(), scope.subjects, scope.owner, self.cut, self.event.requested_at, self.needles)
+
     def steps(self) -> list[Step]:
         redactors = self.redactors()
         missing = [place.name for place in PLACES if place.name not in redactors]
@@ -83,7 +101,9 @@ class FactErasure:
 
     async def _find(self, name: str) -> list[str]:
         place = next(place for place in PLACES if place.name == name)
-        return await place.find(self.stores, self.scope.owner, self.needles) if self.needles else []
+        if not self.needles:
+            return []
+        return await place.find(replace(self.stores, spared=await self.lineage()), self.scope.owner, self.needles)
 
     async def nothing(self) -> dict[str, int]:
         return {}
@@ -101,7 +121,9 @@ class FactErasure:
         if not self.needles:
             return removed
         async for message in stream_messages(scope.js(), scope.subjects.session_stream, scope.session_subject):
-            if message.seq is None or not text_mentions(json_or_text(message.data), self.needles):
+            if message.seq is None or (self.cut is not None and message.seq > self.cut):
+                continue  # accepted after the request: the user said it again
+            if not text_mentions(json_or_text(message.data), self.needles):
                 continue
             session = _parse_session(message.data)
             if session is None:
@@ -175,13 +197,33 @@ class FactErasure:
         return {"passages": await self.scope.episodes.delete_passages(self.scope.owner, stale)} if stale else {}
 
     async def facts(self) -> dict[str, int]:
-        """Other facts stating the value lost their source too; the erased fact goes last."""
+        """Other facts stating the value lost their source too; the erased fact goes last. A fact also
+        observed after the cut (the user said it again; its id is the same, as the statement is) stays
+        with those observations only."""
         scope = self.scope
+        lineage = await self.lineage()
         doomed = [point_id for point_id in await self._find("facts") if point_id != self.fact_id]
         removed: dict[str, int] = {}
-        if doomed:
-            add_counts(removed, {"facts": await scope.facts.delete(scope.owner, doomed)})
-        return add_counts(removed, {"facts": await scope.facts.delete(scope.owner, [self.fact_id])})
+        for stored in await scope.facts.get(scope.owner, [*doomed, self.fact_id]):
+            kept = lineage.kept_observations(stored.fact.provenance) if lineage is not None else []
+            if kept and len(kept) < len(stored.fact.provenance):
+                await self._keep_only(stored, kept)
+                add_counts(removed, {"facts_updated": 1})
+            elif not kept:
+                add_counts(removed, {"facts": await scope.facts.delete(scope.owner, [stored.fact_id])})
+        # An unreadable point naming the value goes too.
+        readable = {stored.fact_id for stored in await scope.facts.get(scope.owner, doomed)}
+        unreadable = [point_id for point_id in doomed if point_id not in readable]
+        if unreadable:
+            add_counts(removed, {"facts": await scope.facts.delete(scope.owner, unreadable)})
+        return removed
+
+    async def _keep_only(self, stored: StoredFact, observations: Sequence[object]) -> None:
+        fact = stored.fact
+        updated = fact.model_copy(update={"provenance": list(observations), "evidence_count": len(observations)})
+        await self.scope.facts.rewrite(
+            self.scope.owner, replace(stored, fact=updated, channels=stored.channels or ("private",))
+        )
 
     async def keywords(self) -> dict[str, int]:
         """Points whose keyword vector still holds every term of a needle (their text was already
@@ -207,23 +249,37 @@ class FactErasure:
         above; this catches an entity whose episode did not state the value literally, and an
         extraction that ran concurrently with the steps above."""
         scope = self.scope
+        lineage = await self.lineage()
+        kept = lineage.episodes if lineage is not None else frozenset()
         removed: dict[str, int] = {}
         for entity in await entities_naming(scope.graph, scope.owner, self.needles, scope.scan_limit):
+            earlier = [episode_id for episode_id in entity.episode_ids if episode_id not in kept]
+            if not earlier:
+                continue  # named only by what the user said after the request
             log.warning(  # the entity's name is the erased text itself: never logged
                 "fact erasure %s: an entity still names the erased text; removing episodes %s from the graph",
                 self.event.event_id,
-                list(entity.episode_ids),
+                earlier,
             )
-            for episode_id in entity.episode_ids:
+            for episode_id in earlier:
                 add_counts(removed, graph_counts(await scope.graph.delete_episode(scope.owner, episode_id)))
         return removed
 
     # ---- verification -------------------------------------------------------------------------
 
+    async def _target_gone_or_kept(self) -> bool:
+        """The erased fact's point is gone, or holds only what the user stated after the cut."""
+        scope = self.scope
+        if not await scope.facts.count(scope.owner, SearchFilter(ids=[self.fact_id])):
+            return True
+        lineage = await self.lineage()
+        readable = await scope.facts.get(scope.owner, [self.fact_id])
+        return bool(readable) and lineage is not None and lineage.fact_is_kept(readable[0].fact.provenance)
+
     async def verify(self) -> dict[str, int]:
         """Every place searched again with the audit's own finders."""
         problems: list[str] = []
-        if await self.scope.facts.count(self.scope.owner, SearchFilter(ids=[self.fact_id])):
+        if not await self._target_gone_or_kept():
             problems.append(f"fact point {self.fact_id}")
         for place in PLACES:
             if place.erasure_working_copy:

@@ -361,6 +361,91 @@ async def test_forgetting_a_fact_leaves_its_value_nowhere_and_keeps_what_only_sh
     assert "acme/dave sessions" in tenant_wide.output and "acme/carol" not in tenant_wide.output
 
 
+STATED_AGAIN = [
+    f"I'm allergic to {VALUE} nuts. The team lunch on Friday needs a menu without them.",
+    f"Understood: nothing with {VALUE} nuts at Friday's team lunch.",
+]
+
+
+async def test_a_value_stated_again_right_after_the_forget_is_kept_and_the_earlier_one_goes(
+    forget_stack: ForgetStack,
+) -> None:
+    """The forget's cut is fixed at its 202: a session posted at once afterwards that states the value
+    again (the user tells us again, on purpose) is kept with its episode and fact; the session from
+    before it is redacted. The value audit then finds exactly the new session's places."""
+    stack = forget_stack
+    first = await stack.post("s-stated", STATED, hours_ago=5)
+    first_episode = (await stack.state(first, "consolidated"))["episode_id"]
+
+    async def extracted() -> dict[str, Any] | None:
+        return next((fact for fact in await stack.facts() if fact["value"] == f"{VALUE} nuts"), None)
+
+    doomed = await wait_for(extracted, timeout_s=120, what="carol's fact")
+    forget = await stack.http.delete(f"/v1/memories/{doomed['id']}", params={"user_id": "carol"})
+    assert forget.status_code == 202, forget.text
+    again = await stack.post("s-again", STATED_AGAIN, hours_ago=0)  # at once: no sleep
+    await stack.state(forget.json()["event_id"], "erasure_completed")
+    again_episode = (await stack.state(again, "consolidated"))["episode_id"]
+
+    async def restated() -> dict[str, Any] | None:
+        fact = await extracted()
+        return fact if fact is not None and (await _fact_sessions(stack, fact["id"])) == {"s-again"} else None
+
+    fact = await wait_for(restated, timeout_s=120, what="the restated fact, observed in s-again only")
+    await _idle(stack)
+
+    # The new session, its episode and its fact are kept and readable.
+    assert (await stack.state(again, "consolidated"))["episode_id"] == again_episode
+    for memory_id in (again_episode, fact["id"]):
+        response = await stack.http.get(f"/v1/memories/{memory_id}", params={"user_id": "carol"})
+        assert response.status_code == 200 and VALUE in response.text, response.text
+    assert await _fact_sessions(stack, fact["id"]) == {"s-again"}
+    # The earlier session's episode is rebuilt without the value.
+    earlier = await stack.http.get(f"/v1/memories/{first_episode}", params={"user_id": "carol"})
+    assert earlier.status_code == 200 and "peanut butter" in earlier.text.casefold(), earlier.text
+    assert not _leaks(earlier.text)
+    # The audit finds the value in the new session's places only.
+    audit = await stack.audit(VALUE)
+    assert {"sessions", "episodes", "passages", "facts", "keywords"} <= set(audit.places()), audit.counts
+    assert audit.counts["sessions"] == 1 and audit.counts["dead_letters"] == 0, audit.counts
+    assert audit.found["acme/carol episodes"] == [again_episode]
+    assert audit.found["acme/carol facts"] == [fact["id"]]
+    for place, hits in audit.found.items():
+        sessions = {await _session_of(stack, place.split(" ", 1)[1], hit) for hit in hits}
+        assert sessions == {"s-again"}, (place, hits, sessions)
+
+
+async def _fact_sessions(stack: ForgetStack, fact_id: str) -> set[str | None]:
+    found = await (await stack.resources.facts()).get(CAROL, [fact_id])
+    return {observation.session_id for stored in found for observation in stored.fact.provenance}
+
+
+async def _session_of(stack: ForgetStack, place: str, hit: str) -> str | None:
+    """The session a value audit hit came from."""
+    js = (await stack.resources.nats()).jetstream()
+    streams = {"sessions": stack.subjects.session_stream, "derived_events": stack.subjects.derived_stream}
+    if place in streams:
+        data = json.loads((await js.get_msg(streams[place], seq=int(hit))).data or b"{}")
+        episode_id = data.get("episode_id") or data.get("source_episode_id")
+        return str(data["session_id"]) if "session_id" in data else await _episode_session(stack, episode_id)
+    if place == "graph":
+        (entity,) = [e for e in await (await stack.resources.graph()).search_entities(CAROL, VALUE) if e.key == hit]
+        sessions = {await _episode_session(stack, episode_id) for episode_id in entity.episode_ids}
+        return sessions.pop() if len(sessions) == 1 else f"several: {sessions}"
+    collection, _, point_id = hit.rpartition(":")
+    collection = collection or place
+    (record,) = await (await stack.resources.vector_index()).get(collection, CAROL, [point_id])
+    if collection == "facts":
+        sessions = {str(observation["session_id"]) for observation in record.payload["provenance"]}
+        return sessions.pop() if len(sessions) == 1 else f"several: {sessions}"
+    return str(record.payload["session_id"])
+
+
+async def _episode_session(stack: ForgetStack, episode_id: str | None) -> str | None:
+    found = await (await stack.resources.episodes()).get(CAROL, [episode_id]) if episode_id else []
+    return found[0].session_id if found else None
+
+
 async def _idle(stack: ForgetStack) -> None:
     """Every consumer has acknowledged everything delivered to it (the rebuilt sessions' extraction and
     dedup included)."""

@@ -63,10 +63,12 @@ async def subject_counts(js: JetStreamContext, stream: str, subject_filter: str)
     return {str(subject): int(count) for subject, count in (info.state.subjects or {}).items()}
 
 
-async def stream_messages(js: JetStreamContext, stream: str, subject_filter: str) -> AsyncIterator[js_api.RawStreamMsg]:
-    """Every stored message matching the filter, oldest first, one direct lookup at a time (no
-    consumer is created, so reading leaves no state behind)."""
-    sequence = 1
+async def stream_messages(
+    js: JetStreamContext, stream: str, subject_filter: str, *, from_seq: int = 1
+) -> AsyncIterator[js_api.RawStreamMsg]:
+    """Every stored message matching the filter (at or above `from_seq`), oldest first, one direct
+    lookup at a time (no consumer is created, so reading leaves no state behind)."""
+    sequence = max(from_seq, 1)
     while True:
         try:
             message = await js.get_msg(stream, seq=sequence, subject=subject_filter, next=True)

@@ -23,15 +23,19 @@ just removed):
   know it after the fact point is gone); cleared when the erasure completes, so it is audited but
   not checked by the erasure's own verification.
 
+An erasure accepted with a cut (`ErasureRequested.session_cut`) searches with a `Lineage`: what the
+user said again after its 202 (raw sessions above the cut, and what was derived from them) is theirs to
+keep, so the finders leave it out. The audit searches with none: it reports every copy.
+
 Exports (`tiermem dump`) are made from the vector payloads and the graph, so a clean audit means a
 clean dump; files an operator already wrote with `dump --out` are their copies and are not searched."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from nats.js import JetStreamContext
 from nats.js.errors import BucketNotFoundError, NoKeysError
@@ -68,6 +72,18 @@ class ScanLimitExceeded(RuntimeError):
     """A place holds more than `scan_limit` items of one owner: searching part of it proves nothing."""
 
 
+class Lineage(Protocol):
+    """Records a search leaves out because they came from sessions accepted after an erasure's cut."""
+
+    def spares_message(self, stream: str, seq: int, data: Any) -> bool:
+        """A stream message (`data`: its JSON-or-text body)."""
+        ...
+
+    def spares_point(self, collection: str, payload: Mapping[str, Any]) -> bool: ...
+
+    def spares_entity(self, entity: EntityRecord) -> bool: ...
+
+
 @dataclass(frozen=True)
 class PlaceStores:
     """The stores and streams the places are searched in (any owner's)."""
@@ -78,6 +94,8 @@ class PlaceStores:
     graph: GraphRepository
     keywords: KeywordEncoder
     scan_limit: int
+    spared: Lineage | None = None
+    """What the search leaves out (an erasure's later sessions); None: nothing, as the audit searches."""
 
     @property
     def progress_bucket(self) -> str:
@@ -120,11 +138,16 @@ def with_inner_payload(data: Any) -> Any:
 async def _stream_hits(
     stores: PlaceStores, stream: str, subject_filter: str, matches: Callable[[str, Any], bool]
 ) -> list[str]:
-    return [
-        str(message.seq)
-        async for message in stream_messages(stores.js, stream, subject_filter)
-        if message.seq is not None and matches(message.subject or "", json_or_text(message.data))
-    ]
+    found: list[str] = []
+    async for message in stream_messages(stores.js, stream, subject_filter):
+        if message.seq is None:
+            continue
+        data = json_or_text(message.data)
+        if matches(message.subject or "", data) and not (
+            stores.spared is not None and stores.spared.spares_message(stream, message.seq, data)
+        ):
+            found.append(str(message.seq))
+    return found
 
 
 async def find_in_sessions(stores: PlaceStores, owner: Owner, needles: Sequence[Needle]) -> list[str]:
@@ -162,7 +185,12 @@ def _points_finder(collection: str) -> Finder:
                 f"{collection} of {owner.tenant_id}/{owner.user_id} holds more than scan_limit={stores.scan_limit} "
                 "points; raise TIERMEM_SCAN_LIMIT to search them by text"
             )
-        return [record.id for record in records if text_mentions(record.payload, needles)]
+        return [
+            record.id
+            for record in records
+            if text_mentions(record.payload, needles)
+            and not (stores.spared is not None and stores.spared.spares_point(collection, record.payload))
+        ]
 
     return find
 
@@ -193,7 +221,12 @@ async def keyword_holders(stores: PlaceStores, owner: Owner, collection: str, ne
             weights=_KEYWORD_ONLY,
             limit=stores.scan_limit,
         )
-        found = {hit.id for hit in hits if (hit.keyword_score or hit.score) > 0}
+        found = {
+            hit.id
+            for hit in hits
+            if (hit.keyword_score or hit.score) > 0
+            and not (stores.spared is not None and stores.spared.spares_point(collection, hit.payload))
+        }
         holders = found if holders is None else holders & found
         if not holders:
             return set()
@@ -235,7 +268,11 @@ async def entities_naming(
 
 
 async def find_in_graph(stores: PlaceStores, owner: Owner, needles: Sequence[Needle]) -> list[str]:
-    return [entity.key for entity in await entities_naming(stores.graph, owner, needles, stores.scan_limit)]
+    return [
+        entity.key
+        for entity in await entities_naming(stores.graph, owner, needles, stores.scan_limit)
+        if not (stores.spared is not None and stores.spared.spares_entity(entity))
+    ]
 
 
 async def find_in_erasure_progress(stores: PlaceStores, owner: Owner, needles: Sequence[Needle]) -> list[str]:
