@@ -1,9 +1,13 @@
-"""The offline chat-loop example, run with the client alone (a fresh virtualenv) against a real
-`tiermem up` process tree: a fact recalled in the next session, a rule applied, the window compressed."""
+"""The client alone (a fresh virtualenv: no server packages, no tiktoken unless asked, nothing
+downloaded) against a real `tiermem up` process tree: client/README.md's examples as written (add with
+only a user and messages, wait, search; a retry is a duplicate; a turn's context with the approximate
+token counter), and the offline chat-loop example (a fact recalled in the next session, a rule applied,
+the window compressed)."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +20,9 @@ from tests.integration.test_stack import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "scripts" / "client_chat_loop.py"
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "scripts" / "client_chat_loop.py"
+README = REPO / "client" / "README.md"
 
 
 @pytest.fixture
@@ -45,3 +51,35 @@ def test_the_chat_loop_example_recalls_a_fact_applies_a_rule_and_compresses(
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
     assert outcome["ok"] and outcome["fact_recalled"] and outcome["rule_loaded"]
     assert outcome["compressions"] >= 1 and outcome["prompt_tokens"] <= outcome["window"]
+
+
+def readme_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.DOTALL)
+
+
+def run_in_venv(python: Path, code: str, tiermem_up: Stack) -> subprocess.CompletedProcess[str]:
+    env = {
+        "PATH": "/usr/bin:/bin",  # no PYTHONPATH, TIERMEM_O200K_FILE or TIKTOKEN_CACHE_DIR from the test run
+        "TIERMEM_RECALL_URL": f"http://127.0.0.1:{tiermem_up.http_port}",
+        "TIERMEM_API_KEY": (tiermem_up.data_dir / "dev-api-key").read_text(encoding="utf-8").strip(),
+    }
+    # Not the repository as the working directory: `-c` puts it on sys.path.
+    done = subprocess.run(
+        [str(python), "-c", code], env=env, cwd=python.parents[2], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def test_the_readme_examples_run_as_written_and_a_retried_add_is_a_duplicate(
+    client_venv: Path, tiermem_up: Stack
+) -> None:
+    first, second = readme_blocks()[:2]
+    assert "client.add(" in first and not re.search(r"session_id|tenant_id|agent_id|started_at", first)
+    done = run_in_venv(client_venv, first, tiermem_up)
+    assert "Busan" in done.stdout, done.stdout + done.stderr
+    again = run_in_venv(client_venv, first + "    print('duplicate:', accepted.duplicate)\n", tiermem_up)
+    assert "duplicate: True" in again.stdout
+    context = run_in_venv(client_venv, second, tiermem_up)
+    assert "ApproximateTokensWarning" in context.stderr  # no tiktoken here: estimated, and said so
+    assert "You help." in context.stdout
