@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tiermem_lab.evaluation.product_run import BASELINE_SYSTEMS
-from tiermem_lab.evaluation.product_set import load_product_set
+from tiermem_lab.evaluation.product_set import DEFAULT_PRODUCT_SET, load_product_set
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -105,3 +105,14 @@ def test_bad_input_ends_with_one_error_line(tmp_path: Path, args: tuple[str, ...
     assert message in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
     assert not list((tmp_path / "tmp").glob("tiermem-product-*")), "a stack was started for bad input"
+
+
+def test_a_malformed_set_is_refused_with_where(tmp_path: Path) -> None:
+    broken = tmp_path / "set.json"
+    data = json.loads(DEFAULT_PRODUCT_SET.read_text(encoding="utf-8"))
+    data["users"][0]["questions"][0]["evidence"] = ["no-such-session"]
+    broken.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    result = _run("--set", str(broken), tmp_path=tmp_path, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "no session no-such-session" in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr
