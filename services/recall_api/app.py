@@ -28,6 +28,7 @@ from services.recall_api.mcp.server import build_mcp_server, streamable_http_end
 from services.recall_api.service import RecallService
 from services.recall_api.settings import RecallApiSettings
 from services.recall_api.ui import install_ui
+from services.recall_api.ui.rendering import outage_page
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ def create_app(settings: RecallApiSettings | None = None, resources: Resources |
     # The memory browser under /ui (its own cookie sessions; not behind the Bearer guard).
     install_ui(app, max_sessions=settings.ui_max_sessions)
     install_error_handlers(app)
-    install_unavailable_handler(app)  # any store or broker failure: 503, never a 500
+    install_unavailable_handler(app, ui_page=outage_page)  # any store or broker failure: 503, never a 500
     app.add_middleware(
         RequestGuard,
         api_keys=settings.api_keys,

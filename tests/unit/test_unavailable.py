@@ -9,7 +9,8 @@ import httpx
 import nats.errors
 import pytest
 import redis.exceptions
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, Response
 
 from services.recall_api.errors import StoreUnavailable
 from services.recall_api.http.unavailable import BROKER, GRAPH, install_unavailable_handler, unavailable_reason
@@ -73,3 +74,23 @@ async def test_an_outage_is_a_503_in_the_error_shape() -> None:
 @pytest.mark.parametrize("exc", [ValueError("a bug"), ExceptionGroup("g", [OSError(), ValueError("a bug")])])
 async def test_a_bug_stays_a_500(exc: Exception) -> None:
     assert (await _get(_app(exc))).status_code == 500
+
+
+async def test_under_ui_the_page_handed_in_answers_an_outage() -> None:
+    def page(request: Request, reason: str) -> Response:
+        return HTMLResponse(f"<html>{request.url.path}: {reason}</html>", status_code=503)
+
+    app = FastAPI()
+    install_unavailable_handler(app, ui_page=page)
+
+    @app.get("/ui/thing")
+    @app.get("/v1/thing")
+    async def thing() -> None:
+        raise nats.errors.TimeoutError()
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        ui, api = await client.get("/ui/thing"), await client.get("/v1/thing")
+    assert (ui.status_code, ui.text) == (503, f"<html>/ui/thing: {BROKER}</html>")
+    assert ui.headers["retry-after"], "the browser's page says when to retry too"
+    assert api.json() == {"detail": BROKER, "code": "unavailable", "errors": []}

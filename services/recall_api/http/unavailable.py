@@ -11,6 +11,7 @@ Anything else is a bug and stays a 500, so a failure is never hidden behind a re
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -59,24 +60,32 @@ def unavailable_reason(exc: BaseException) -> str | None:
     return next((reason for kind, reason in _REASONS if isinstance(exc, kind)), None)
 
 
-def install_unavailable_handler(app: FastAPI) -> None:
-    """Every store or broker failure a route lets through becomes a 503 (with `Retry-After`)."""
+OutagePage = Callable[[Request, str], Response]
+"""The page a browser gets for an outage under /ui, given the reason."""
+
+
+def install_unavailable_handler(app: FastAPI, *, ui_page: OutagePage | None = None) -> None:
+    """Every store or broker failure a route lets through becomes a 503 (with `Retry-After`); under /ui,
+    `ui_page` answers it. The memory browser's page is handed in by the app, so this edge never imports
+    the browser."""
+
+    async def unavailable(request: Request, exc: Exception) -> Response:
+        return _unavailable(request, exc, ui_page)
+
     for kind in (*FAILURE_TYPES, ExceptionGroup):
-        app.add_exception_handler(kind, _unavailable)
+        app.add_exception_handler(kind, unavailable)
 
 
 RETRY_AFTER_S = "5"
 
 
-async def _unavailable(request: Request, exc: Exception) -> Response:
+def _unavailable(request: Request, exc: Exception, ui_page: OutagePage | None) -> Response:
     reason = unavailable_reason(exc)
     if reason is None:
         raise exc  # not an outage: the server error handler answers it (and logs the traceback)
     log.error("%s %s: %s (%s: %s)", request.method, request.url.path, reason, type(exc).__name__, exc)
-    if request.url.path == "/ui" or request.url.path.startswith("/ui/"):
-        from services.recall_api.ui.rendering import session_if_any, unavailable_page
-
-        page = unavailable_page(request, StoreUnavailable(reason), session_if_any(request))
+    if ui_page is not None and (request.url.path == "/ui" or request.url.path.startswith("/ui/")):
+        page = ui_page(request, reason)
         page.headers["Retry-After"] = RETRY_AFTER_S
         return page
     return error_response(503, reason, headers={"Retry-After": RETRY_AFTER_S})

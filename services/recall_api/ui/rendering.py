@@ -118,6 +118,12 @@ def error_page(request: Request, status_code: int, message: str, session: Browse
     return render(request, "error.html", {"message": message}, status_code=status_code, session=session)
 
 
+def outage_page(request: Request, reason: str) -> Response:
+    """The page for a store or broker outage under /ui (http/unavailable.py decides it is one), with the
+    signed-in session's chrome when there is one."""
+    return unavailable_page(request, StoreUnavailable(reason), session_if_any(request))
+
+
 def unavailable_page(request: Request, exc: StoreUnavailable, session: BrowserSession | None = None) -> Response:
     log.error("memory browser: store unavailable: %s", exc)
     message = "A store cannot be reached now; retry shortly."
