@@ -38,7 +38,9 @@ def list_memories(
     kind: Annotated[str, typer.Option(help="episode | fact | all")] = "all",
     limit: Annotated[int, typer.Option(min=1, max=500, help="Items per page.")] = 50,
     cursor: Annotated[str | None, typer.Option(help="next_cursor of the previous page.")] = None,
-    status: Annotated[str | None, typer.Option(help="Facts only: tentative | confirmed | superseded.")] = None,
+    status: Annotated[
+        str | None, typer.Option(help="tentative | confirmed | superseded; lists facts only (episodes have no status).")
+    ] = None,
     all_pages: Annotated[bool, typer.Option("--all", help="Follow the cursor to the end.")] = False,
     data_dir: DataDir = None,
     api_key: ApiKey = None,
@@ -110,44 +112,63 @@ def correct(
     print_api_answer(ApiTarget(data_dir, api_key, url), "POST", f"/v1/facts/{fact_id}/corrections", json=body)
 
 
-def _batches(records: list[dict[str, Any]], sizes: list[int]) -> list[list[dict[str, Any]]]:
-    batches: list[list[dict[str, Any]]] = [[]]
+def _batches(records: list[dict[str, Any]], sizes: list[int]) -> list[tuple[list[dict[str, Any]], int]]:
+    """The records in batches under the item and byte caps, each with the index of its first record."""
+    batches: list[tuple[list[dict[str, Any]], int]] = [([], 0)]
     used = 0
-    for record, size in zip(records, sizes, strict=True):
-        if batches[-1] and (len(batches[-1]) >= _BATCH_ITEMS or used + size > _BATCH_BYTES):
-            batches.append([])
+    for index, (record, size) in enumerate(zip(records, sizes, strict=True)):
+        if batches[-1][0] and (len(batches[-1][0]) >= _BATCH_ITEMS or used + size > _BATCH_BYTES):
+            batches.append(([], index))
             used = 0
-        batches[-1].append(record)
+        batches[-1][0].append(record)
         used += size
-    return [batch for batch in batches if batch]
+    return [batch for batch in batches if batch[0]]
+
+
+# Completes records locally only to check them with the ingest limits; never sent: the server's key decides.
+_CHECK_TENANT = "local-check"
 
 
 @sessions_app.command("add")
 def add_sessions(
-    paths: Annotated[list[Path], typer.Argument(help=".json (object or list) or .jsonl files of SessionCompleted.")],
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help=".json (object or list) or .jsonl files of sessions (only user_id and messages needed)."),
+    ],
     data_dir: DataDir = None,
     api_key: ApiKey = None,
     url: BaseUrl = None,
 ) -> None:
-    """Validate locally with the ingest limits, then post over HTTP (`POST /v1/sessions:batch`).
-    Exit code 1 when any record was rejected (here or by the server)."""
-    loaded = load_sessions(paths, load_settings(stack_data_dir(data_dir)).limits)
+    """Validate locally with the ingest limits, then post over HTTP (`POST /v1/sessions:batch`) and print
+    each accepted event's id (follow one with `tiermem events status ID -u USER`). A record may be only
+    `user_id` and `messages`; the server fills in the rest (the same turns are the same event). Exit code
+    1 when any record was rejected (here or by the server)."""
+    loaded = load_sessions(paths, load_settings(stack_data_dir(data_dir)).limits, _CHECK_TENANT)
     for rejected in loaded.rejected:
         err_console.print(f"[red]rejected[/] {rejected}")
-    records = [event.model_dump(mode="json") for _path, _line, event in loaded.valid]
+    records = [form.model_dump(mode="json", exclude_none=True) for form in loaded.forms]
     sizes = [len(event.model_dump_json()) for _path, _line, event in loaded.valid]
+    where = [f"{path}:{line}" for path, line, _event in loaded.valid]
     accepted = duplicates = refused = 0
+    events: list[dict[str, Any]] = []
     with api_client(data_dir, api_key, url) as client:
-        for batch in _batches(records, sizes):
+        for batch, offset in _batches(records, sizes):
             result = call_api(client, "POST", "/v1/sessions:batch", json={"sessions": batch})
             accepted += result["accepted"]
             duplicates += result["duplicates"]
             refused += result["rejected"]
             for item in result["items"]:
+                record = batch[item["index"]]
                 if item["status"] == "rejected":
                     err_console.print(
-                        f"[red]rejected by the server[/] {batch[item['index']]['event_id']}: {item['error']}"
+                        f"[red]rejected by the server[/] {where[offset + item['index']]}: {item['error']}"
                     )
-    print_json({"accepted": accepted, "duplicates": duplicates, "rejected": refused + len(loaded.rejected)})
+                    continue
+                events.append(
+                    {"event_id": item["event_id"], "user_id": record["user_id"], "duplicate": item["duplicate"]}
+                )
+    print_json(
+        {"accepted": accepted, "duplicates": duplicates, "rejected": refused + len(loaded.rejected), "events": events}
+    )
     if refused or loaded.rejected:
         raise typer.Exit(1)

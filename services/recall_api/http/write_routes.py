@@ -14,9 +14,10 @@ from services.recall_api.errors import FactRejected, found_or_raise
 from services.recall_api.http.guard import FieldError
 from services.recall_api.http.routes import ERROR_RESPONSES, NOT_FOUND_DETAIL, Service, Tenant, UserId
 from services.recall_api.service import SessionRejected
-from services.recall_api.write.memory_admin import InvalidCursor, ListFilters
+from services.recall_api.write.memory_admin import ListFilters, ListingRefused
 from services.recall_api.write.sessions_in import WrongTenant
 from services.recall_api.write_schemas import (
+    _MINIMAL_SESSION_EXAMPLE,
     _SESSION_EXAMPLE,
     CorrectionRequest,
     CorrectionResponse,
@@ -54,18 +55,29 @@ def _event_not_found() -> HTTPException:
     response_model=SessionAccepted,
     status_code=status.HTTP_202_ACCEPTED,
     tags=["sessions"],
-    summary="Add a finished conversation (SessionCompleted)",
+    summary="Add a conversation: only user_id and messages are required",
 )
 async def sessions_add(
-    body: Annotated[SessionSubmission, Body(openapi_examples={"session": {"value": _SESSION_EXAMPLE}})],
+    body: Annotated[
+        SessionSubmission,
+        Body(
+            openapi_examples={
+                "minimal": {"summary": "Only the user and the turns", "value": _MINIMAL_SESSION_EXAMPLE},
+                "session": {"summary": "A whole SessionCompleted", "value": _SESSION_EXAMPLE},
+            }
+        ),
+    ],
     tenant: Tenant,
     service: Service,
 ) -> SessionAccepted:
-    """Validated with the limits of `tiermem ingest`, published with `Nats-Msg-Id` = `event_id`: posting
-    the same event again answers `duplicate: true` and changes nothing. `tenant_id` may be left out:
-    the API key decides it (one naming another tenant is refused, 403)."""
+    """Validated with the limits of `tiermem ingest`, published under the owner and `event_id`: posting
+    the same event again answers `duplicate: true` and changes nothing. Only `user_id` and `messages`
+    are required: the API key decides the tenant (a record naming another tenant is refused, 403);
+    `event_id` and `session_id` left out are derived from the owner and the content (the same turns
+    are the same event, so a retry is a duplicate); `agent_id` defaults to "default", `channel` to
+    "private", and the times to the turns' `ts`, else now. `status_url` can be followed as given."""
     try:
-        return await service.add_session(tenant, body.for_tenant(tenant))
+        return await service.add_session(tenant, body)
     except WrongTenant as exc:
         raise FieldError("tenant_id", str(exc), status.HTTP_403_FORBIDDEN) from exc
     except SessionRejected as exc:
@@ -81,8 +93,8 @@ async def sessions_add(
     summary="Add up to 100 conversations, with a result per item",
 )
 async def sessions_add_batch(body: SessionBatchRequest, tenant: Tenant, service: Service) -> SessionBatchResponse:
-    """Each record is validated on its own (`tenant_id` may be left out: the key decides it); one bad
-    record rejects only itself."""
+    """Each record is validated on its own, in the form of `POST /v1/sessions` (only `user_id` and
+    `messages` are required; the key decides the tenant); one bad record rejects only itself."""
     return await service.add_sessions(tenant, list(body.sessions))
 
 
@@ -111,20 +123,23 @@ async def memories_list(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     scope: Scope | None = None,
     channel: Channel | None = None,
-    status_filter: Annotated[FactStatus | None, Query(alias="status", description="Facts only.")] = None,
+    status_filter: Annotated[
+        FactStatus | None, Query(alias="status", description="Facts only: lists facts alone.")
+    ] = None,
     after: Annotated[datetime | None, Query(description="Occurred at or after (timezone-aware).")] = None,
     before: Annotated[datetime | None, Query(description="Occurred before (timezone-aware).")] = None,
 ) -> MemoryListResponse:
     """Stable order (episodes, then facts, each by id): paging while memories are written never
-    repeats or skips one that existed throughout. Keep the same filters for every page."""
+    repeats or skips one that existed throughout. Keep the same filters for every page. `status`
+    belongs to facts alone: with it, `kind=all` lists facts only and `kind=episode` is refused (422)."""
     for name, moment in (("after", after), ("before", before)):
         if moment is not None and moment.tzinfo is None:
             raise FieldError(name, f"{name} must carry a timezone (e.g. 2026-05-02T00:00:00Z)")
     filters = ListFilters(scope=scope, channel=channel, status=status_filter, after=after, before=before)
     try:
         return await service.list_memories(tenant, user_id, kind, limit=limit, cursor=cursor, filters=filters)
-    except InvalidCursor as exc:
-        raise FieldError("cursor", str(exc)) from exc
+    except ListingRefused as exc:
+        raise FieldError(exc.field, str(exc)) from exc
 
 
 @write_router.delete(

@@ -17,7 +17,7 @@ from contracts.session_input import SessionRejected
 from services.recall_api.auth import Principal
 from services.recall_api.errors import FactRejected, found_or_raise
 from services.recall_api.service import RecallService
-from services.recall_api.write.memory_admin import InvalidCursor, ListFilters
+from services.recall_api.write.memory_admin import ListFilters, ListingRefused
 from services.recall_api.write.sessions_in import WrongTenant
 from services.recall_api.write_schemas import (
     CorrectionRequest,
@@ -65,7 +65,8 @@ def _add_session_tools(
         description=(
             "Add finished conversations (SessionCompleted records: event_id, user_id, agent_id, session_id, "
             "channel, started_at, ended_at, messages) to long-term memory. The API key decides the tenant. "
-            "Returns a result per record; re-sending an event id reports a duplicate and changes nothing."
+            "Returns a result per record; re-sending an event id reports a duplicate and changes nothing. "
+            "When every record is rejected, the call is an error that gives each record's reason."
         ),
     )
     async def memory_add_sessions(
@@ -75,7 +76,11 @@ def _add_session_tools(
         principal = principal_of(ctx)
         if principal.user_id is not None and any(s.get("user_id") != principal.user_id for s in sessions):
             raise ToolError("every session must belong to the user this connection is pinned to")
-        return await service.add_sessions(principal.tenant_id, list(sessions))
+        added = await service.add_sessions(principal.tenant_id, list(sessions))
+        if added.rejected == len(added.items):
+            # Nothing was stored: a result the model could read as success would lose the whole batch.
+            raise ToolError(all_rejected(added))
+        return added
 
     @server.tool(
         annotations=READ_ONLY,
@@ -91,6 +96,12 @@ def _add_session_tools(
         return await found_or_raise(
             service.event_status(principal.tenant_id, user, event_id.lower()), missing=_event_not_found
         )
+
+
+def all_rejected(batch: SessionBatchResponse) -> str:
+    """The tool error for a batch of which no record was stored: each record's reason, in order."""
+    reasons = [f"sessions[{item.index}]: {item.error.detail if item.error else 'rejected'}" for item in batch.items]
+    return "no session was added, every one was rejected: " + "; ".join(reasons)
 
 
 def _add_listing_tools(
@@ -110,7 +121,8 @@ def _add_listing_tools(
         cursor: Annotated[str | None, Field(max_length=200, description="next_cursor of the last page.")] = None,
         limit: Annotated[int, Field(ge=1, le=500, description="Most items in this page.")] = 50,
         status: Annotated[
-            Literal["tentative", "confirmed", "superseded"] | None, Field(description="Facts with this status only.")
+            Literal["tentative", "confirmed", "superseded"] | None,
+            Field(description="Facts with this status only (episodes have none: lists facts alone)."),
         ] = None,
     ) -> MemoryListResponse:
         principal = principal_of(ctx)
@@ -119,7 +131,7 @@ def _add_listing_tools(
             return await service.list_memories(
                 principal.tenant_id, user, kind, limit=limit, cursor=cursor, filters=ListFilters(status=status)
             )
-        except InvalidCursor as exc:
+        except ListingRefused as exc:
             raise ToolError(str(exc)) from exc
 
     @server.tool(annotations=READ_ONLY, description="One fact with its status, validity and channels.")

@@ -18,6 +18,7 @@ from services.common.stores.erasure import ControlError
 from services.common.stores.vector.port import SearchFilter
 from services.recall_api.http.unavailable import FAILURE_TYPES
 from services.recall_api.ui.audit import audit_owner
+from services.recall_api.ui.overview import dated_page, memory_counts
 from services.recall_api.ui.rendering import (
     SECURITY_HEADERS,
     Service,
@@ -30,7 +31,7 @@ from services.recall_api.ui.rendering import (
     signer_of,
 )
 from services.recall_api.ui.session import COOKIE_NAME
-from services.recall_api.write.memory_admin import InvalidCursor, ListFilters
+from services.recall_api.write.memory_admin import ListFilters, ListingRefused
 from services.recall_api.write_schemas import ListKind
 
 log = logging.getLogger(__name__)
@@ -86,16 +87,18 @@ async def user_page(
     scope: Scope | Literal[""] = "",
     channel: Channel | Literal[""] = "",
     fact_status: Annotated[FactStatus | Literal[""], Query(alias="status")] = "",
-    cursor: Annotated[str | None, Query(max_length=200)] = None,
+    page: Annotated[int, Query(ge=1, le=10_000)] = 1,
 ) -> Response:
+    """The counts, then everything remembered, newest first (ui/overview.py)."""
     checked_user(user_id)
     filters = ListFilters(scope=scope or None, channel=channel or None, status=fact_status or None)
     try:
-        listed = await service.list_memories(session.tenant_id, user_id, kind, limit=50, cursor=cursor, filters=filters)
-    except InvalidCursor as exc:
-        raise UiError(status.HTTP_422_UNPROCESSABLE_CONTENT, "that page of the list no longer exists") from exc
+        listed = await dated_page(service, session.tenant_id, user_id, kind, filters, page)
+    except ListingRefused as exc:
+        raise UiError(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from exc
+    counts = await memory_counts(service, Owner(session.tenant_id, user_id))
     chosen = {"kind": kind, "scope": scope, "channel": channel, "status": fact_status}
-    context = {"user_id": user_id, "listed": listed, "chosen": chosen}
+    context = {"user_id": user_id, "listed": listed, "chosen": chosen, "counts": counts}
     return render(request, "user.html", context, session=session)
 
 

@@ -38,8 +38,21 @@ _CURSOR_PREFIX = {"episode": "e", "fact": "f"}
 _CURSOR_KIND: dict[str, PageKind] = {"e": "episode", "f": "fact"}
 
 
-class InvalidCursor(ValueError):
+class ListingRefused(ValueError):
+    """A listing that cannot be answered as asked; `field` names the parameter at fault."""
+
+    field = "cursor"
+
+
+class InvalidCursor(ListingRefused):
     """The cursor was not produced by this API (or was altered)."""
+
+
+class StatusOfEpisodes(ListingRefused):
+    """A status filter was asked of episodes, which have no status (only facts are tentative,
+    confirmed or superseded)."""
+
+    field = "status"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +167,19 @@ def history_response(fact_id: str, versions: list[StoredFact]) -> FactHistoryRes
     return FactHistoryResponse(fact_id=fact_id, versions=[fact_version(v) for v in versions])
 
 
+def listed_kinds(kind: ListKind, filters: ListFilters) -> ListKind:
+    """What a listing returns. A status belongs to facts alone, so a status filter lists facts only:
+    an episode can neither match nor fail it, and listing episodes under it would answer a question
+    the caller did not ask. Asking episodes for a status is refused."""
+    if filters.status is None:
+        return kind
+    if kind == "episode":
+        raise StatusOfEpisodes(
+            f"status={filters.status} applies to facts only (episodes have no status): use kind=fact or kind=all"
+        )
+    return "fact"
+
+
 def first_cursor(kind: ListKind) -> Cursor:
     return Cursor(kind="fact" if kind == "fact" else "episode", start_id=None)
 
@@ -208,7 +234,9 @@ class MemoryAdmin:
     async def list(
         self, owner: Owner, kind: ListKind, *, limit: int, cursor: str | None, filters: ListFilters
     ) -> MemoryListResponse:
-        """One page; raises InvalidCursor for a cursor this API did not return."""
+        """One page; raises InvalidCursor for a cursor this API did not return (or one of another
+        listing) and StatusOfEpisodes for a status filter on episodes."""
+        kind = listed_kinds(kind, filters)
         position = decode_cursor(cursor) if cursor else first_cursor(kind)
         check_cursor_kind(kind, position)
         items: list[MemoryRecord] = []
