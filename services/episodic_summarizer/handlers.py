@@ -60,8 +60,11 @@ async def handle_session(
 
     owner = Owner(event.tenant_id, event.user_id)
     tombstones = await ctx.resources.tombstones()
-    # The session's stream sequence is its lineage: a session at or below an erasure's cut is erased data.
-    async with tombstones.guard(owner, NAME, delivery.stream_sequence, on_wait=delivery.in_progress) as guard:
+    # The session's stream sequence is its lineage: a session at or below an erasure's cut, or removed
+    # from the stream by a fact or episode erasure, is erased data.
+    async with tombstones.guard(
+        owner, NAME, delivery.stream_sequence, on_wait=delivery.in_progress, from_session=True
+    ) as guard:
         if guard.erased:
             ctx.count("sessions_erased")
             log.info("session %s/%s/%s was erased: no episode", event.tenant_id, event.user_id, event.session_id)

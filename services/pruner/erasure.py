@@ -217,7 +217,8 @@ class ErasureRunner:
         if event.target.kind == "fact":
             return (await fact_erasure(scope, event, progress, self._ctx.resources.keywords())).steps()
         episode_id = str(event.target.item_id)  # the contract requires an item id unless kind is 'user'
-        return EpisodeErasure(scope, episode_id, await episode_sessions(scope, episode_id, progress)).steps()
+        sessions = await episode_sessions(scope, episode_id, progress)
+        return EpisodeErasure(scope, episode_id, sessions, event.session_cut).steps()
 
     async def _publish_completed(self, completed: ErasureCompleted) -> None:
         await self._ctx.publisher.publish(

@@ -116,6 +116,16 @@ class ErasureScope:
             self.check_scan(collection, len(points))
         return found
 
+    async def drain_writers(self) -> dict[str, int]:
+        """Wait until no writer has work of the user in flight (bounded; retried when it is not)."""
+        busy = await self.tombstones.wait_for_writers(self.owner, self.drain_timeout_s, self.on_wait)
+        if busy:
+            raise ErasureIncomplete(
+                f"writers still busy with {self.owner.tenant_id}/{self.owner.user_id} after "
+                f"{self.drain_timeout_s:.0f}s: {sorted(set(busy))}"
+            )
+        return {}
+
     def check_scan(self, collection: str, found: int) -> None:
         if found >= self.scan_limit:
             raise ErasureIncomplete(
@@ -123,20 +133,29 @@ class ErasureScope:
                 f"{self.scan_limit} points; raise TIERMEM_SCAN_LIMIT to erase by text"
             )
 
-    async def delete_messages(self, stream: str, subject_filter: str, matches: MessageMatch) -> int:
+    async def delete_messages(
+        self, stream: str, subject_filter: str, matches: MessageMatch, *, upto_seq: int | None = None
+    ) -> int:
+        """Delete the matching messages (at or below `upto_seq`, when given)."""
         js = self.js()
         removed = 0
         async for message in stream_messages(js, stream, subject_filter):
-            if message.seq is not None and matches(message.subject or "", json_or_text(message.data)):
+            if message.seq is None or (upto_seq is not None and message.seq > upto_seq):
+                continue
+            if matches(message.subject or "", json_or_text(message.data)):
                 removed += int(await delete_message(js, stream, message.seq))
         return removed
 
-    async def count_messages(self, stream: str, subject_filter: str, matches: MessageMatch) -> int:
+    async def count_messages(
+        self, stream: str, subject_filter: str, matches: MessageMatch, *, upto_seq: int | None = None
+    ) -> int:
         return sum(
             [
                 1
                 async for message in stream_messages(self.js(), stream, subject_filter)
-                if matches(message.subject or "", json_or_text(message.data))
+                if message.seq is not None
+                and (upto_seq is None or message.seq <= upto_seq)
+                and matches(message.subject or "", json_or_text(message.data))
             ]
         )
 
@@ -225,15 +244,7 @@ class UserErasure:
         return {}
 
     async def drain(self) -> dict[str, int]:
-        """Wait until no writer has work of the user in flight (bounded; retried when it is not)."""
-        scope = self.scope
-        busy = await scope.tombstones.wait_for_writers(scope.owner, scope.drain_timeout_s, scope.on_wait)
-        if busy:
-            raise ErasureIncomplete(
-                f"writers still busy with {scope.owner.tenant_id}/{scope.owner.user_id} after "
-                f"{scope.drain_timeout_s:.0f}s: {sorted(set(busy))}"
-            )
-        return {}
+        return await self.scope.drain_writers()
 
     async def session_stream(self) -> dict[str, int]:
         scope = self.scope
@@ -331,30 +342,50 @@ def _compressed_from(episode_id: str) -> SearchFilter:
 @dataclass(frozen=True)
 class EpisodeErasure:
     """One episode goes, with its raw sessions, the events and dead letters that refer to it, its
-    graph contribution, and the facts observed only in it."""
+    graph contribution, and the facts observed only in it.
+
+    `cut` (the session stream's sequence when the request was accepted): raw sessions above it, and
+    events and dead letters derived from them, are kept (the same conversation sent again after the
+    202). A writer still consolidating a removed session drops its work (`guard(from_session=True)`),
+    and the `drain` step waits for writers that were already committing, so their output is there
+    for the steps after it to delete."""
 
     scope: ErasureScope
     episode_id: str
     session_ids: frozenset[str]
+    cut: int | None = None
 
     def steps(self) -> list[Step]:
         return [
             ("session_stream", self.session_stream),
+            ("drain", self.scope.drain_writers),
             ("derived_events", self.derived_events),
             ("dead_letters", self.dead_letters),
             ("facts", self.facts),
             ("graph", self.graph_data),
             ("vectors", self.vectors),
+            ("last_drain", self.scope.drain_writers),  # a fact rewritten meanwhile is verified as written
             ("verify", self.verify),
         ]
 
+    def _after_cut(self, sequence: Any) -> bool:
+        return self.cut is not None and isinstance(sequence, int) and sequence > self.cut
+
     def _refers(self, data: Any) -> bool:
-        if not isinstance(data, dict):
+        if not isinstance(data, dict) or self._after_cut(data.get("raw_stream_sequence")):
             return False
         return (
             data.get("episode_id") == self.episode_id
             or data.get("source_episode_id") == self.episode_id
             or (data.get("session_id") in self.session_ids and data.get("event_type") != "erasure.requested")
+        )
+
+    def _raw_session_after_cut(self, letter: Any) -> bool:
+        """A dead letter of a raw session accepted after the cut."""
+        return (
+            isinstance(letter, dict)
+            and letter.get("original_stream") == self.scope.subjects.session_stream
+            and self._after_cut(letter.get("stream_sequence"))
         )
 
     def _of_its_sessions(self, _subject: str, data: Any) -> bool:
@@ -363,7 +394,7 @@ class EpisodeErasure:
     async def session_stream(self) -> dict[str, int]:
         scope = self.scope
         removed = await scope.delete_messages(
-            scope.subjects.session_stream, scope.session_subject, self._of_its_sessions
+            scope.subjects.session_stream, scope.session_subject, self._of_its_sessions, upto_seq=self.cut
         )
         return {"session_messages": removed}
 
@@ -381,7 +412,7 @@ class EpisodeErasure:
         removed = await scope.delete_messages(
             scope.subjects.dead_letter_stream,
             scope.dead_letter_filter,
-            lambda _subject, data: self._refers(inner_payload(data)),
+            lambda _subject, data: not self._raw_session_after_cut(data) and self._refers(inner_payload(data)),
         )
         return {"dead_letters": removed}
 
@@ -442,7 +473,7 @@ class EpisodeErasure:
             problems.append("fact provenance")
         if self.session_ids:
             left = await scope.count_messages(
-                scope.subjects.session_stream, scope.session_subject, self._of_its_sessions
+                scope.subjects.session_stream, scope.session_subject, self._of_its_sessions, upto_seq=self.cut
             )
             if left:
                 problems.append(f"{left} raw session messages")

@@ -1,7 +1,8 @@
 """The steps that erase one fact: one redaction per place a value can reach (`PLACES` in
 `services/common/stores/value_places`), in that list's order, then a verification that searches every
-place again with the same finders. A place without a redaction here stops the erasure before it
-starts (`FactErasure.steps`), so a store added to the list cannot be forgotten.
+place again with the same finders (after the raw sessions and before the verification, the erasure
+waits for the user's writers in flight: see `FactErasure.steps`). A place without a redaction here
+stops the erasure before it starts, so a store added to the list cannot be forgotten.
 
 What is searched for is the fact's value, its sentence and the graph's names for the value (the
 needles, see `value_needles`): every raw session stating it is replaced by a redacted copy the
@@ -97,7 +98,15 @@ class FactErasure:
         missing = [place.name for place in PLACES if place.name not in redactors]
         if missing:
             raise RuntimeError(f"no redaction for the places {missing}: a fact erasure would leave its value there")
-        return [*((place.name, redactors[place.name]) for place in PLACES), ("verify", self.verify)]
+        steps: list[Step] = [(place.name, redactors[place.name]) for place in PLACES]
+        # Right after the raw sessions are replaced: a writer still consolidating one of them either
+        # drops its work (it is no longer in the stream) or is waited for here, and what it wrote is
+        # then found by the steps below.
+        steps.insert(1 + [name for name, _ in steps].index("sessions"), ("drain", self.scope.drain_writers))
+        # Before verifying: a writer of a later session that read the fact before the steps rewrote
+        # it (the restated fact has the erased one's id) has written it back by now, and the
+        # verification sees what it wrote.
+        return [*steps, ("last_drain", self.scope.drain_writers), ("verify", self.verify)]
 
     async def _find(self, name: str) -> list[str]:
         place = next(place for place in PLACES if place.name == name)

@@ -21,6 +21,7 @@ from services.common.runtime.service import PublishedEvent, ServiceDefinition
 from services.common.stores.graph.repository import EntityInput, EntityUpserts, EpisodeRef, RelationInput
 from services.common.stores.raw_sessions import read_raw_session
 from services.common.stores.tombstones import WriteGuard
+from services.semantic_extractor.corrections import as_user_corrections
 from services.semantic_extractor.heuristic import heuristic_extract
 from services.semantic_extractor.injection import without_injected_facts
 from services.semantic_extractor.prompt import build_extraction_prompt
@@ -92,8 +93,11 @@ async def _extract(
 async def handle_episode(event: EpisodeCreated, delivery: Delivery, ctx: Context) -> None:
     owner = Owner(event.tenant_id, event.user_id)
     tombstones = await ctx.resources.tombstones()
-    # The raw session's stream sequence is the episode's lineage: erased sessions yield nothing.
-    async with tombstones.guard(owner, NAME, event.raw_stream_sequence, on_wait=delivery.in_progress) as guard:
+    # The raw session's stream sequence is the episode's lineage: erased sessions (at or below a cut, or
+    # removed from the stream by a fact or episode erasure) yield nothing.
+    async with tombstones.guard(
+        owner, NAME, event.raw_stream_sequence, on_wait=delivery.in_progress, from_session=True
+    ) as guard:
         if guard.erased:
             ctx.count("episodes_erased")
             log.info(
@@ -111,13 +115,14 @@ async def _consolidate(
         session = await read_raw_session(
             await ctx.resources.jetstream(), ctx.subjects.session_stream, event.raw_stream_sequence, owner
         )
-    extracted = with_stated_rules(await _extract(event, session, delivery, ctx), user_messages(session))
+    said_by_user = user_messages(session)
+    extracted = with_stated_rules(await _extract(event, session, delivery, ctx), said_by_user)
     extraction = _without_injection(event, session, extracted, ctx)
     if not await guard.still_allowed():
         ctx.count("episodes_erased")  # the user was erased while the extraction ran
         return
     upserted = await _write_graph(event, owner, extraction, ctx)
-    await _write_facts(event, owner, extraction, ctx)
+    await _write_facts(event, owner, extraction, said_by_user, ctx)
     await _publish_entities(event, owner, upserted, ctx)
 
 
@@ -166,11 +171,13 @@ async def _write_graph(
     return upserted
 
 
-async def _write_facts(event: EpisodeCreated, owner: Owner, extraction: ExtractionOutput, ctx: Context) -> None:
+async def _write_facts(
+    event: EpisodeCreated, owner: Owner, extraction: ExtractionOutput, said_by_user: list[str], ctx: Context
+) -> None:
     provenance = FactProvenance(
         episode_id=event.episode_id, session_id=event.session_id, occurred_at=event.occurred_at, source="extraction"
     )
-    candidates = to_fact_candidates(
+    extracted = to_fact_candidates(
         extraction,
         tenant_id=event.tenant_id,
         user_id=event.user_id,
@@ -178,6 +185,8 @@ async def _write_facts(event: EpisodeCreated, owner: Owner, extraction: Extracti
         language=event.language,
         provenance=provenance,
     )
+    # What the user corrected in their own words is their word on it: confirmed at once.
+    candidates = as_user_corrections(extracted, said_by_user)
     facts = await ctx.resources.facts()
     for candidate in candidates:
         written = await facts.write(

@@ -15,6 +15,12 @@ JetStream key-value buckets close that window:
   writer sees the tombstone, or the erasure sees (and waits for) the writer: no write of erased data
   can land after the erasure deleted and verified.
 
+A fact or episode erasure has no tombstone: it deletes each raw session it erases from the session
+stream (a redacted copy, if any, is a new message), then waits for the user's writers. A writer that
+consolidates a raw session asks, right before it commits, whether that session is still in the stream
+(`guard(..., from_session=True)`): so a session accepted before the erasure but consolidated while or
+after it ran is dropped too, by the same either-or as above.
+
 `TombstoneStore.guard` is the one way writers use this; the recall API marks an erasure when it
 accepts it (`mark_accepted`, with the cut read then), and the pruner's erasure uses `mark_accepted`
 (or `mark` for requests that carry no cut), `settle` and `wait_for_writers`. Every call takes the
@@ -114,11 +120,21 @@ class WriteGuard:
     owner: Owner
     session_seq: int | None
     erased: bool
+    from_session: bool = False
+    """The work is derived from the raw session at `session_seq`: it is erased data once an erasure
+    removed that session from the stream."""
 
     async def still_allowed(self) -> bool:
         if self.erased:
             return False
         verdict = judge(await self.store.get(self.owner), self.session_seq)
+        if (
+            verdict is not Verdict.SKIP
+            and self.from_session
+            and self.session_seq is not None
+            and await self.store.session_removed(self.session_seq)
+        ):
+            verdict = Verdict.SKIP
         self.erased = verdict is Verdict.SKIP
         return verdict is Verdict.PROCEED or verdict is Verdict.WAIT  # WAIT: recorded before the erasure
 
@@ -240,6 +256,17 @@ class TombstoneStore:
                 continue
             return wanted
 
+    async def session_removed(self, session_seq: int) -> bool:
+        """Whether the raw session at `session_seq` was deleted from the session stream (by an erasure;
+        a fact erasure replaces it by a redacted copy under a new sequence). One that aged out of the
+        stream (below its first sequence) was not erased: its work goes on from what it read."""
+        stream = self.subjects.session_stream
+        try:
+            await self.js.get_msg(stream, seq=session_seq)
+        except NotFoundError:
+            return session_seq >= int((await self.js.stream_info(stream)).state.first_seq)
+        return False
+
     # ---- writers ------------------------------------------------------------------------------
 
     async def busy_writers(self, owner: Owner) -> list[str]:
@@ -333,11 +360,14 @@ class TombstoneStore:
         wait: bool = True,
         wait_s: float = 120.0,
         on_wait: Callable[[], Awaitable[None]] | None = None,
+        from_session: bool = False,
     ) -> AsyncIterator[WriteGuard]:
         """Record the writer as in flight for the owner, then judge the work against the tombstone:
         `guard.erased` when it is erased data; while the user's erasure runs, wait (outside the
         record, so the erasure is not kept waiting) up to `wait_s`, or raise UserBeingErased at
-        once with `wait=False`. The record is released when the block ends."""
+        once with `wait=False`. The record is released when the block ends. `from_session`: the work
+        is derived from the raw session at `session_seq`, and `still_allowed` drops it once an erasure
+        has removed that session (see the module docstring)."""
         deadline = time.monotonic() + wait_s
         last_progress = time.monotonic()
         writer = _key_token(writer)
@@ -360,7 +390,7 @@ class TombstoneStore:
                 last_progress = time.monotonic()
             await asyncio.sleep(_POLL_S * 4)
         try:
-            yield WriteGuard(self, owner, session_seq, erased=verdict is Verdict.SKIP)
+            yield WriteGuard(self, owner, session_seq, erased=verdict is Verdict.SKIP, from_session=from_session)
         finally:
             await self._count(owner, writer, -1)
 
