@@ -82,7 +82,12 @@ class SessionCompleted(_Event):
         default="session.completed", description="Discriminator of the event kind."
     )
     schema_version: Literal[1] = Field(default=1, description="Version of this event's schema.")
-    event_id: UUID = Field(description="Unique id of this event; also sent as the Nats-Msg-Id header.")
+    event_id: UUID = Field(
+        description="Id of this event, unique for its tenant and user. It is de-duplicated per owner: the "
+        "Nats-Msg-Id header is 'session:<tenant_id>:<user_id>:<event_id>' (the HTTP API and tiermem ingest send "
+        "it; a producer publishing on NATS sends the same), so the same id from another tenant or user is "
+        "another event, never a duplicate."
+    )
     tenant_id: SubjectToken = Field(description="Tenant that owns the conversation.")
     user_id: SubjectToken = Field(description="End user the memory belongs to.")
     agent_id: SubjectToken = Field(description="Agent that took part in the conversation.")

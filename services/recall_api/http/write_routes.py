@@ -70,8 +70,10 @@ async def sessions_add(
     tenant: Tenant,
     service: Service,
 ) -> SessionAccepted:
-    """Validated with the limits of `tiermem ingest`, published under the owner and `event_id`: posting
-    the same event again answers `duplicate: true` and changes nothing. Only `user_id` and `messages`
+    """Validated with the limits of `tiermem ingest`, published with the owner-scoped message id
+    `session:<tenant>:<user>:<event_id>` (`services.common.domain.ids`): the same owner posting the
+    same event again is answered `duplicate: true` and changes nothing; another tenant or user with
+    the same `event_id` is another session. Only `user_id` and `messages`
     are required: the API key decides the tenant (a record naming another tenant is refused, 403);
     `event_id` and `session_id` left out are derived from the owner and the content (the same turns
     are the same event, so a retry is a duplicate); `agent_id` defaults to "default", `channel` to
