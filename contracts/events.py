@@ -222,9 +222,11 @@ class ErasureRequested(_Event):
     session_cut: int | None = Field(
         default=None,
         ge=0,
-        description="The session stream's last sequence when the request was accepted: a whole-user erasure "
-        "erases raw sessions at or below it and keeps every later one. Absent in requests made before this "
-        "field existed; those are cut when the pruner starts on them.",
+        description="The session stream's last sequence when the request was accepted: raw sessions at or "
+        "below it are erased (for a fact or an episode: redacted or removed where they hold it), and every later "
+        "one is kept with what is derived from it, even when it states a forgotten value again. Absent in "
+        "requests made before this field existed; a whole-user erasure cuts those when the pruner starts on "
+        "them, a fact or episode erasure then covers every session.",
     )
 
 
