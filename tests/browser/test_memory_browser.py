@@ -4,7 +4,13 @@ The tests of this module share one stack and run in file order: the last one era
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+from collections import Counter
+from datetime import datetime
+from typing import Any
 from urllib.parse import unquote_plus
 
 import httpx
@@ -19,6 +25,7 @@ from tests.browser.conftest import (
     open_context,
     screenshot,
 )
+from tests.integration.test_stack import TIERMEM
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -106,6 +113,156 @@ def test_other_users_and_tenants_never_appear(browser: Browser, memory_stack: Me
     other.close()
 
 
+def _stats_json(stack: MemoryStack) -> dict[str, Any]:
+    """What `tiermem stats --json` reports for the running stack."""
+    env = {**os.environ, "TIERMEM_DATA_DIR": str(stack.data_dir)}
+    done = subprocess.run([*TIERMEM, "stats", "--json"], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    stats: dict[str, Any] = json.loads(done.stdout)
+    return stats
+
+
+def test_user_page_counts_and_lists_newest_first(browser: Browser, memory_stack: MemoryStack) -> None:
+    context = open_context(browser, memory_stack, LOCAL_KEY)
+    page = context.new_page()
+    page.goto("/ui/u/minji")
+    with memory_stack.api(LOCAL_KEY) as api:
+        episodes = api.get("/v1/memories", params={"user_id": "minji", "kind": "episode", "limit": 500}).json()
+        facts = api.get("/v1/memories", params={"user_id": "minji", "kind": "fact", "limit": 500}).json()
+    statuses = Counter(str(f["status"]) for f in facts["items"])
+    expect(page.locator("#count-episodes")).to_have_text(str(len(episodes["items"])))
+    expect(page.locator("#count-facts")).to_have_text(str(len(facts["items"])))
+    for name in ("tentative", "confirmed", "superseded"):
+        expect(page.locator(f"#count-{name}")).to_have_text(str(statuses[name]))
+    assert int(page.locator("#count-entities").inner_text()) > 0, "the offline extraction found entities"
+    expect(page.locator("#list-order")).to_contain_text("Newest first")
+    said = [
+        datetime.fromisoformat(value)
+        for value in page.locator("#memory-list time").evaluate_all("els => els.map(e => e.dateTime)")
+    ]
+    assert len(said) == len(episodes["items"]) + len(facts["items"])
+    assert said == sorted(said, reverse=True), "newest first"
+    assert len(set(said)) > 1, "the seeded memories were said at different times"
+    screenshot(page, "user-light")
+    context.close()
+
+
+def test_pipeline_panel_reads_what_tiermem_stats_reads(browser: Browser, memory_stack: MemoryStack) -> None:
+    context = open_context(browser, memory_stack, LOCAL_KEY)
+    page = context.new_page()
+    page.goto("/ui")
+    page.get_by_role("link", name="Pipeline").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Pipeline")
+    stats = _stats_json(memory_stack)
+    shown = {
+        row[0]: [int(cell) for cell in row[1:]]
+        for row in page.locator("#consumer-table tbody tr").evaluate_all(
+            "rows => rows.map(r => [...r.cells].map(c => c.innerText.trim()))"
+        )
+    }
+    expected = {c["consumer"]: [c["pending"], c["ack_pending"], c["redelivered"]] for c in stats["consumers"]}
+    assert shown == expected and len(shown) >= 4, (shown, expected)
+    expect(page.locator("#pipeline-dead-letters")).to_have_text(str(stats["dead_letters"]))
+    expect(page.locator("#pipeline-lag")).to_have_text(str(sum(c["pending"] for c in stats["consumers"])))
+    cost = sum(row["cost_usd"] for row in stats["llm"])
+    expect(page.locator("#pipeline-cost")).to_have_text(f"{cost:.4f}")
+    if stats["llm"]:
+        purposes = page.locator("#llm-table tbody tr td:first-child").all_inner_texts()
+        assert purposes == [row["purpose"] for row in stats["llm"]]
+    screenshot(page, "pipeline")
+    context.close()
+
+
+def test_add_session_form_goes_through_the_sessions_path(browser: Browser, memory_stack: MemoryStack) -> None:
+    context = open_context(browser, memory_stack, LOCAL_KEY)
+    page = context.new_page()
+    page.goto("/ui/u/sora")
+    expect(page.locator("#count-episodes")).to_have_text("0")
+    typed = (
+        "user: I started learning the haegeum at a studio in Jeonju.\n"
+        "assistant: A haegeum in Jeonju, lovely. How often are the lessons?\n"
+        "user: Every Tuesday evening at seven."
+    )
+    page.get_by_label(re.compile("^Messages")).fill(typed)
+    page.get_by_role("button", name="Add session").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Session added")
+    event_id = page.locator("#session-event-id").inner_text()
+    assert re.fullmatch(r"[0-9a-f-]{36}", event_id), event_id
+    # The page follows the event until the pipeline is done with it.
+    expect(page.locator("#session-state")).to_have_text("consolidated", timeout=120_000)
+    screenshot(page, "add-session")
+    with memory_stack.api(LOCAL_KEY) as api:
+        status_body = api.get(f"/v1/events/{event_id}", params={"user_id": "sora"}).json()
+    assert status_body["state"] == "consolidated"
+    page.locator("#session-episode").click()
+    expect(page.locator("#episode-summary")).to_contain_text("haegeum")
+    page.goto("/ui/u/sora")
+    expect(page.locator("#count-episodes")).to_have_text("1")
+    expect(page.locator("#memory-list")).to_contain_text("haegeum")
+
+    # The same turns again are the same event: a duplicate, nothing new.
+    page.get_by_label(re.compile("^Messages")).fill(typed)
+    page.get_by_role("button", name="Add session").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Session already added")
+    expect(page.locator("#session-event-id")).to_have_text(event_id)
+
+    # Bad input: the form again, with what was typed and the reason.
+    page.goto("/ui/u/sora")
+    page.get_by_label(re.compile("^Messages")).fill("user: hello\nassistant:")
+    with page.expect_response(lambda r: r.url.endswith("/ui/u/sora/sessions")) as posted:
+        page.get_by_role("button", name="Add session").click()
+    assert posted.value.status == 422
+    expect(page.locator("#add-error")).to_contain_text("turn 2 has a role but no text")
+    expect(page.get_by_label(re.compile("^Messages"))).to_have_value("user: hello\nassistant:")
+    context.close()
+    with httpx.Client(base_url=memory_stack.base_url, timeout=30) as client:
+        assert client.post("/ui/login", data={"api_key": LOCAL_KEY}).status_code == 303
+        refused = client.post("/ui/u/sora/sessions", data={"messages": "user: no token"})
+        assert refused.status_code == 403, "the form needs the session's CSRF token like every other"
+
+
+def test_graph_fills_its_canvas_and_pans(browser: Browser, memory_stack: MemoryStack) -> None:
+    context = open_context(browser, memory_stack, LOCAL_KEY)
+    page = context.new_page()
+    page.goto("/ui/u/minji")
+    page.get_by_label("Entity (a name or words naming it)").fill("DGIA")
+    page.get_by_role("button", name="Show graph").click()
+    svg = page.locator("#entity-graph")
+    nodes = page.locator("#entity-graph .node circle")
+    expect(nodes).not_to_have_count(0)
+    frame = svg.bounding_box()
+    assert frame is not None
+    boxes = [box for box in (nodes.nth(i).bounding_box() for i in range(nodes.count())) if box is not None]
+    xs = [box["x"] + box["width"] / 2 - frame["x"] for box in boxes]
+    ys = [box["y"] + box["height"] / 2 - frame["y"] for box in boxes]
+    if len(boxes) == 1:
+        assert abs(xs[0] - frame["width"] / 2) < 0.1 * frame["width"]
+    else:
+        assert max(xs) - min(xs) >= 0.7 * frame["width"], "the nodes spread across the canvas"
+    assert all(0 < y < frame["height"] for y in ys)
+    screenshot(page, "entity-graph")
+
+    first = nodes.first.bounding_box()
+    assert first is not None
+    page.mouse.move(frame["x"] + frame["width"] / 2, frame["y"] + 10)
+    page.mouse.down()
+    page.mouse.move(frame["x"] + frame["width"] / 2 - 120, frame["y"] + 40, steps=6)
+    page.mouse.up()
+    expect(svg).to_have_attribute("data-panned", "true")
+    dragged = nodes.first.bounding_box()
+    assert dragged is not None
+    assert abs((dragged["x"] - first["x"]) - -120) < 6 and abs((dragged["y"] - first["y"]) - 30) < 6, dragged
+
+    svg.focus()
+    page.keyboard.press("Home")
+    expect(svg).to_have_attribute("data-panned", "false")
+    page.keyboard.press("ArrowRight")
+    expect(svg).to_have_attribute("data-panned", "true")
+    moved = nodes.first.bounding_box()
+    assert moved is not None and moved["x"] < first["x"], "the arrow key moved the view"
+    context.close()
+
+
 def _fact_id_of(page: Page) -> str:
     match = re.search(r"/facts/([0-9a-f-]{36})$", page.url)
     assert match, page.url
@@ -164,7 +321,6 @@ def test_click_through_search_episode_correct_forget_erase(browser: Browser, mem
     page.goto("/ui")
     page.get_by_role("link", name="minji", exact=True).click()
     expect(page.locator("#memory-list")).to_contain_text("온비서")
-    screenshot(page, "user-light")
 
     _search(page, "DGIA billing service in Go")
     first = page.locator("#search-results li a").first
@@ -182,7 +338,6 @@ def test_click_through_search_episode_correct_forget_erase(browser: Browser, mem
     page.get_by_role("button", name="Show graph").click()
     expect(page.locator("#entity-graph .node")).not_to_have_count(0)
     expect(page.locator("#entity-table")).to_contain_text("DGIA")
-    screenshot(page, "entity-graph")
 
     _correct_korean_fact(page)
     _forget_vegetarian_fact(page, memory_stack)

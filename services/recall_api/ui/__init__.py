@@ -10,8 +10,10 @@ from fastapi.responses import Response
 from fastapi.staticfiles import StaticFiles
 
 from services.recall_api.ui.actions import actions_router
+from services.recall_api.ui.add_session import session_router
 from services.recall_api.ui.body_limit import UiBodyLimit
 from services.recall_api.ui.pages import pages_router
+from services.recall_api.ui.pipeline import pipeline_router
 from services.recall_api.ui.rendering import LoginRequired, UiError, error_page, redirect
 from services.recall_api.ui.session import MAX_LIVE_SESSIONS, SessionSigner
 
@@ -36,6 +38,8 @@ def install_ui(app: FastAPI, *, max_sessions: int = MAX_LIVE_SESSIONS) -> None:
     app.state.ui_signer = SessionSigner(max_live_sessions=max_sessions)
     app.include_router(pages_router)
     app.include_router(actions_router)
+    app.include_router(session_router)
+    app.include_router(pipeline_router)
     app.mount("/ui/static", StaticFiles(directory=STATIC_DIR), name="ui-static")
     app.add_exception_handler(LoginRequired, _login_required)
     app.add_exception_handler(UiError, _ui_error)

@@ -10,8 +10,14 @@ from dataclasses import dataclass, field
 from services.recall_api.schemas import GraphSearchResponse
 
 WIDTH = 720
-HEIGHT = 460
-_MARGIN = 60
+# The canvas is as tall as the drawing needs (a pair of nodes is a short strip, not a tall empty box).
+MIN_HEIGHT = 160
+MAX_HEIGHT = 480
+# Room for the labels: beside (centred on the node, about 70 px each way) and below it.
+_MARGIN_X = 80
+_MARGIN_TOP = 30
+_MARGIN_BOTTOM = 45
+_MAX_WIDEN = 1.5
 _ITERATIONS = 300
 
 
@@ -41,7 +47,7 @@ class GraphView:
     nodes: list[GraphNode] = field(default_factory=list)
     edges: list[GraphEdge] = field(default_factory=list)
     width: int = WIDTH
-    height: int = HEIGHT
+    height: int = MIN_HEIGHT
 
 
 def _text(value: object) -> str:
@@ -114,9 +120,42 @@ def _lay_out(view: GraphView) -> None:
     _fit(view)
 
 
-def _fit(view: GraphView) -> None:
-    xs, ys = [n.x for n in view.nodes], [n.y for n in view.nodes]
-    span_x, span_y = max(xs) - min(xs) or 1.0, max(ys) - min(ys) or 1.0
+def _along_widest(view: GraphView) -> None:
+    """Turn the drawing so its longest spread runs along the canvas's width (the principal axis), so
+    a pair or a chain lies across the page instead of corner to corner."""
+    count = len(view.nodes)
+    mean_x = sum(n.x for n in view.nodes) / count
+    mean_y = sum(n.y for n in view.nodes) / count
+    sxx = sum((n.x - mean_x) ** 2 for n in view.nodes)
+    syy = sum((n.y - mean_y) ** 2 for n in view.nodes)
+    sxy = sum((n.x - mean_x) * (n.y - mean_y) for n in view.nodes)
+    angle = 0.5 * math.atan2(2 * sxy, sxx - syy)
+    cos, sin = math.cos(-angle), math.sin(-angle)
     for node in view.nodes:
-        node.x = _MARGIN + (node.x - min(xs)) / span_x * (view.width - 2 * _MARGIN) if len(xs) > 1 else view.width / 2
-        node.y = _MARGIN + (node.y - min(ys)) / span_y * (view.height - 2 * _MARGIN) if len(ys) > 1 else view.height / 2
+        dx, dy = node.x - mean_x, node.y - mean_y
+        node.x, node.y = dx * cos - dy * sin, dx * sin + dy * cos
+
+
+def _fit(view: GraphView) -> None:
+    """Scale the drawing evenly (no stretching) to the canvas's width, and make the canvas as tall as
+    the drawing then is, within MIN_HEIGHT..MAX_HEIGHT; a drawing taller than that fits the height
+    instead and is widened towards the sides. One node sits in the middle."""
+    if len(view.nodes) > 1:
+        _along_widest(view)
+    xs, ys = [n.x for n in view.nodes], [n.y for n in view.nodes]
+    span_x, span_y = max(xs) - min(xs), max(ys) - min(ys)
+    inner_w = view.width - 2 * _MARGIN_X
+    scale = inner_w / span_x if span_x > 1e-9 else 0.0
+    inner_h = min(
+        max(span_y * scale, MIN_HEIGHT - _MARGIN_TOP - _MARGIN_BOTTOM), MAX_HEIGHT - _MARGIN_TOP - _MARGIN_BOTTOM
+    )
+    if span_y * scale > inner_h:
+        scale = inner_h / span_y
+    view.height = round(inner_h + _MARGIN_TOP + _MARGIN_BOTTOM)
+    # A round drawing that fits the height leaves the sides empty: widen it, by at most half again
+    # (more would distort the picture).
+    scale_x = min(inner_w / span_x, scale * _MAX_WIDEN) if span_x > 1e-9 else 0.0
+    centre_x, centre_y = (max(xs) + min(xs)) / 2, (max(ys) + min(ys)) / 2
+    for node in view.nodes:
+        node.x = view.width / 2 + (node.x - centre_x) * scale_x
+        node.y = _MARGIN_TOP + inner_h / 2 + (node.y - centre_y) * scale
