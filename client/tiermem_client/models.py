@@ -38,13 +38,21 @@ class MemoryItem(_Result):
     matched_passage: str | None = None
 
 
+class CutCandidate(_Result):
+    id: str
+    kind: str
+    score: float
+    reason: str  # why L0 left it out
+
+
 class AutoRecallResponse(_Result):
     section: str
     items: list[MemoryItem]
     injected: int
     top_score: float | None = None
     tokens: int
-    skipped_reason: str | None = None
+    skipped_reason: str | None = None  # why nothing was injected; set whenever injected is 0
+    cut: list[CutCandidate] = Field(default_factory=list)  # candidates past the floor not injected, with why
     degraded: str | None = None  # "embedding_deadline": answered from keyword search alone, not late
 
 

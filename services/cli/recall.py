@@ -103,9 +103,18 @@ def auto(
     if result.get("section"):
         console.print(result["section"], markup=False, highlight=False)
     else:
-        console.print(
-            f"(nothing injected; skipped: {result.get('skipped_reason')}, top score: {result.get('top_score')})"
-        )
+        console.print(_nothing_injected(result), markup=False, highlight=False)
+
+
+def _nothing_injected(result: dict[str, Any]) -> str:
+    """Why L0 injected nothing, in words, with the candidates it cut and why (best first)."""
+    reason = result.get("skipped_reason") or "no reason given by the server"
+    lines = [f"Nothing injected: {reason}."]
+    if result.get("top_score") is not None:
+        lines.append(f"Best relevance seen: {result['top_score']:.3f}.")
+    for cut in result.get("cut") or []:
+        lines.append(f"  cut {cut['kind']} {cut['id']} (score {cut['score']:.3f}): {cut['reason']}")
+    return "\n".join(lines)
 
 
 @recall_app.command("search")

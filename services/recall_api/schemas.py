@@ -55,13 +55,28 @@ class MemoryItem(BaseModel):
     matched_passage: str | None = Field(default=None, description="The passage that matched, when one did.")
 
 
+class CutCandidate(BaseModel):
+    id: str = Field(description="Episode or fact id; pass it to memory_expand.")
+    kind: MemoryKind
+    score: float = Field(description="Fused relevance in [0, 1].")
+    reason: str = Field(description="Why L0 left it out, e.g. 'does not fit the 300-token budget'.")
+
+
 class AutoRecallResponse(BaseModel):
     section: str = Field(description="The '## Memory Context' text to put into the prompt, or ''.")
     items: list[MemoryItem]
     injected: int = Field(description="How many entries the section holds.")
     top_score: float | None = Field(description="Best relevance seen (before the threshold), None if none.")
     tokens: int = Field(description="Tokens of the section (o200k_base).")
-    skipped_reason: str | None = Field(description="'trivial' when the message was not searched at all.")
+    skipped_reason: str | None = Field(
+        description="Why nothing was injected, as a sentence; set whenever `injected` is 0 (e.g. 'trivial message "
+        "(not searched)', 'no memory for this user', 'nothing scored above the floor (top 0.45 < 0.60)', "
+        "'every candidate cut: <why the best one was cut>'), None when something was injected."
+    )
+    cut: list[CutCandidate] = Field(
+        default_factory=list,
+        description="The candidates past the score floor that were not injected, in rank order, each with why.",
+    )
     degraded: Literal["embedding_deadline"] | None = Field(
         default=None,
         description="Set when the answer is partial: 'embedding_deadline' = the query embedding missed the L0 "

@@ -318,7 +318,8 @@ async def test_trivial_messages_are_skipped_before_any_store_call(
                 "injected": 0,
                 "top_score": None,
                 "tokens": 0,
-                "skipped_reason": "trivial",
+                "skipped_reason": "trivial message (not searched)",
+                "cut": [],
                 "degraded": None,
             }
         assert resources.touched == []

@@ -62,6 +62,8 @@ TOOLS = {
     "memory_correct",
     # procedural memory (issue 13)
     "memory_procedures",
+    # L0 (issue 51)
+    "memory_context",
 }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from services.common.domain.fact_attributes import is_procedure_attribute
@@ -18,13 +19,15 @@ from services.recall_api.l0.deadline import start_query
 from services.recall_api.l0.detail import prepare_query
 from services.recall_api.l0.gate import L0GatePolicy
 from services.recall_api.l0.query import Turn, build_l0_query
+from services.recall_api.l0.reasons import NOTHING_TO_SEARCH, TRIVIAL, CutReasons, EmptyAnswer, narrowed_to
 from services.recall_api.l0.select import L0Policy, select_injection
 from services.recall_api.retrieval import memory_section, ranking
-from services.recall_api.retrieval.candidates import CandidateRetriever, CandidateSearch, note_recalled
+from services.recall_api.retrieval.candidates import CandidateRetriever, CandidateSearch, ScoreParts, note_recalled
 from services.recall_api.retrieval.memory_records import memory_item
 from services.recall_api.retrieval.metrics import RecallMetrics
+from services.recall_api.retrieval.ranking import Ranked
 from services.recall_api.retrieval.recall_counts import RecallCountUpdater
-from services.recall_api.schemas import AutoRecallRequest, AutoRecallResponse
+from services.recall_api.schemas import AutoRecallRequest, AutoRecallResponse, CutCandidate, MemoryItem
 from services.recall_api.settings import RecallApiSettings
 
 log = logging.getLogger(__name__)
@@ -76,10 +79,10 @@ class AutoRecall:
         budget = request.token_budget or self.settings.l0_default_token_budget
         # The trivial check comes before anything touches a store or a model.
         if is_trivial_message(request.message):
-            return self._skipped("trivial", started, owner)
+            return self._skipped("trivial", TRIVIAL, started, owner)
         text = self._query_text(request)
         if not text:
-            return self._skipped("empty", started, owner)
+            return self._skipped("empty", NOTHING_TO_SEARCH, started, owner)
         now = datetime.now(UTC)
         deadline = started + self.settings.l0_embedding_deadline_ms / 1000
         # The keyword form is encoded while the query embeds; the vector arrives by the deadline or not at all.
@@ -110,18 +113,8 @@ class AutoRecall:
             episode_recency_weight=self.settings.episode_recency_weight,
             importance_weight=self.settings.importance_weight,
         )
-        keywords = self.retriever.resources.keywords()
-        selection = select_injection(
-            ranked, found.parts, text, keywords.tokens, l0_policy(self.settings), limit=max_entries
-        )
-        ranked = selection.chosen
-        items = [memory_item(r) for r in ranked]
-        lines = [
-            memory_section.render_item(item.abstract, r.provenance_date) for item, r in zip(items, ranked, strict=True)
-        ]
-        counter = self.token_counter()
-        fitted = memory_section.fit_section(lines, token_budget=budget, count_tokens=counter.count_tokens_cached)
-        injected = [ranked[i] for i in fitted.included]
+        decision = self._decide(ranked, found.parts, text, max_entries=max_entries, budget=budget)
+        injected = decision.injected
         note_recalled(self.recall_counts, owner, injected)
         latency_ms = (time.perf_counter() - started) * 1000
         self.metrics.record("auto", injected=len(injected), top_score=top_score, latency_ms=latency_ms)
@@ -132,21 +125,70 @@ class AutoRecall:
             len(injected),
             f"{top_score:.3f}" if top_score is not None else "none",
             len(candidates),
-            fitted.tokens,
+            decision.fitted.tokens,
             latency_ms,
         )
+        empty = EmptyAnswer(
+            found=len(found.candidates),
+            eligible=len(candidates),
+            best=max((c.relevance for c in candidates), default=None),
+            floor=self.settings.l0_min_score,
+            best_cut=decision.cut[0].reason if decision.cut else None,
+            deadline_ms=self.settings.l0_embedding_deadline_ms if pending.degraded else None,
+            narrowed=narrowed_to(request.channel, request.agent_id),
+        )
         return AutoRecallResponse(
-            section=fitted.text,
-            items=[items[i] for i in fitted.included],
+            section=decision.fitted.text,
+            items=decision.items,
             injected=len(injected),
             top_score=round(top_score, 4) if top_score is not None else None,
-            tokens=fitted.tokens,
-            skipped_reason=None,
+            tokens=decision.fitted.tokens,
+            skipped_reason=None if injected else empty.reason(),
+            cut=decision.cut,
             degraded=pending.degraded,
         )
 
-    def _skipped(self, reason: str, started: float, owner: Owner) -> AutoRecallResponse:
+    def _decide(
+        self, ranked: list[Ranked], parts: dict[str, ScoreParts], text: str, *, max_entries: int, budget: int
+    ) -> _Decision:
+        """What goes into the section, and why each other candidate past the floor does not."""
+        keywords = self.retriever.resources.keywords()
+        selection = select_injection(ranked, parts, text, keywords.tokens, l0_policy(self.settings), limit=max_entries)
+        chosen = selection.chosen
+        items = [memory_item(r) for r in chosen]
+        lines = [
+            memory_section.render_item(item.abstract, r.provenance_date) for item, r in zip(items, chosen, strict=True)
+        ]
+        counter = self.token_counter()
+        fitted = memory_section.fit_section(lines, token_budget=budget, count_tokens=counter.count_tokens_cached)
+        injected = [chosen[i] for i in fitted.included]
+        injected_ids = {r.candidate.id for r in injected}
+        why = CutReasons(
+            self.settings.l0_min_score, max_entries, budget, {r.candidate.id for r in chosen}, selection.dropped
+        )
+        cut = [
+            CutCandidate(
+                id=r.candidate.id,
+                kind=r.candidate.kind,
+                score=round(r.candidate.relevance, 4),
+                reason=why.reason(r, injected_ids),
+            )
+            for r in ranked
+            if r.candidate.id not in injected_ids
+        ]
+        return _Decision(fitted, [items[i] for i in fitted.included], injected, cut)
+
+    def _skipped(self, code: str, reason: str, started: float, owner: Owner) -> AutoRecallResponse:
+        """The answer to a message that is not searched; `code` labels the metric, `reason` is said."""
         latency_ms = (time.perf_counter() - started) * 1000
-        self.metrics.record("auto", injected=0, top_score=None, latency_ms=latency_ms, skipped=reason)
-        log.info("recall.auto tenant=%s user=%s skipped=%s", owner.tenant_id, owner.user_id, reason)
+        self.metrics.record("auto", injected=0, top_score=None, latency_ms=latency_ms, skipped=code)
+        log.info("recall.auto tenant=%s user=%s skipped=%s", owner.tenant_id, owner.user_id, code)
         return AutoRecallResponse(section="", items=[], injected=0, top_score=None, tokens=0, skipped_reason=reason)
+
+
+@dataclass(frozen=True, slots=True)
+class _Decision:
+    fitted: memory_section.FittedSection
+    items: list[MemoryItem]  # the injected ones, in section order
+    injected: list[Ranked]
+    cut: list[CutCandidate]

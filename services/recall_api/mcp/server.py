@@ -1,5 +1,6 @@
 """MCP server (official `mcp` SDK): the agent-facing tools `memory_search`, `memory_expand`,
-`knowledge_graph_search`, `memory_save` and `memory_recall`, over the same `RecallService` as HTTP.
+`knowledge_graph_search`, `memory_save`, `memory_recall` and `memory_context` (L0), over the same
+`RecallService` as HTTP.
 
 Two transports:
 - streamable HTTP, mounted on the recall API's FastAPI app (`/mcp`), with the same Bearer API key →
@@ -28,8 +29,9 @@ from services.common.runtime.telemetry import install_tracing
 from services.recall_api.auth import Principal, bearer_token, check_api_keys, tenant_for_key, valid_id
 from services.recall_api.errors import FactRejected
 from services.recall_api.http.guard import error_body
-from services.recall_api.http.unavailable import RecallMcpServer
 from services.recall_api.instructions import memory_instructions
+from services.recall_api.mcp.arguments import SentenceErrorServer, argument_errors
+from services.recall_api.mcp.context_tool import add_context_tool
 from services.recall_api.mcp.procedure_tool import add_procedure_tool
 from services.recall_api.mcp.write_tools import READ_ONLY, WRITES, add_write_tools
 from services.recall_api.schemas import (
@@ -92,13 +94,13 @@ def _channel(principal: Principal, channel: ChannelArg) -> ChannelArg:
 
 
 def _errors(exc: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+    return argument_errors(exc.errors())
 
 
 def build_mcp_server(service: RecallService, *, fixed: Principal | None = None) -> MCPServer[Any]:
     """The MCP server over `service`. `fixed` pins the principal (stdio); without it each request's
     principal comes from the HTTP auth wrapper."""
-    server: MCPServer[Any] = RecallMcpServer(
+    server: MCPServer[Any] = SentenceErrorServer(
         "tiermem",
         title="tiermem memory",
         version=_server_version(),
@@ -111,6 +113,7 @@ def build_mcp_server(service: RecallService, *, fixed: Principal | None = None) 
     _add_fact_tools(server, service, fixed)
     add_write_tools(server, service, lambda ctx: _principal(ctx, fixed), _user)
     add_procedure_tool(server, service, lambda ctx: _principal(ctx, fixed), _user)
+    add_context_tool(server, service, lambda ctx: _principal(ctx, fixed), _user, _channel)
     return server
 
 

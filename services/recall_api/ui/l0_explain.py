@@ -5,14 +5,16 @@ preview is not a recall: nothing here counts towards recall counts or the L0 met
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from services.common.domain.fact_attributes import is_procedure_attribute
 from services.common.domain.owner import Owner
 from services.common.domain.trivial import is_trivial_message
 from services.common.stores.vector.port import HybridWeights
 from services.recall_api.l0.auto_recall import l0_policy
 from services.recall_api.l0.query import Turn, build_l0_query
+from services.recall_api.l0.reasons import NOTHING_TO_SEARCH, TRIVIAL, CutReasons, EmptyAnswer, narrowed_to
 from services.recall_api.l0.select import select_injection
 from services.recall_api.retrieval import memory_section, ranking
 from services.recall_api.retrieval.candidates import CandidateRetriever, CandidateSearch
@@ -36,32 +38,9 @@ class L0Explanation:
     max_entries: int
     token_budget: int
     top_score: float | None
-    skipped_reason: str | None
+    skipped_reason: str | None  # why nothing is injected (None when something is)
     items: list[ExplainedItem]
     query_text: str
-
-
-@dataclass(frozen=True, slots=True)
-class _CutReasons:
-    """Why L0 leaves a ranked candidate out, in the order its steps drop them."""
-
-    threshold: float
-    max_entries: int
-    budget: int
-    offered: set[str]
-    gated: dict[str, str] = field(default_factory=dict)  # id → why the L0 gate left it out (l0_select)
-
-    def reason(self, ranked: ranking.Ranked, injected: set[str]) -> str:
-        relevance = ranked.candidate.relevance
-        if ranked.candidate.id in injected:
-            return ""
-        if relevance < self.threshold:
-            return f"score {relevance:.3f} is below the threshold {self.threshold:.3f}"
-        if ranked.candidate.id in self.gated:
-            return self.gated[ranked.candidate.id]
-        if ranked.candidate.id not in self.offered:
-            return f"ranked below the first {self.max_entries} entries"
-        return f"does not fit the {self.budget}-token budget"
 
 
 async def explain_auto(service: RecallService, tenant_id: str, request: AutoRecallRequest) -> L0Explanation:
@@ -75,7 +54,7 @@ async def explain_auto(service: RecallService, tenant_id: str, request: AutoReca
         return L0Explanation("", 0, threshold, max_entries, budget, None, reason, [], text)
 
     if is_trivial_message(request.message):
-        return skipped("trivial")
+        return skipped(TRIVIAL)
     turns = [Turn(t.role, t.content) for t in request.recent_messages]
     text = build_l0_query(
         request.message,
@@ -84,7 +63,7 @@ async def explain_auto(service: RecallService, tenant_id: str, request: AutoReca
         max_codepoints=settings.l0_query_max_codepoints,
     )
     if not text:
-        return skipped("empty")
+        return skipped(NOTHING_TO_SEARCH)
     retriever = CandidateRetriever(service.resources)
     now = datetime.now(UTC)
     search = CandidateSearch(
@@ -97,7 +76,9 @@ async def explain_auto(service: RecallService, tenant_id: str, request: AutoReca
         now=now,
     )
     found = await retriever.candidate_set(owner, await retriever.embed(text), search)
-    candidates, top_score = found.candidates, found.top_score
+    top_score = found.top_score
+    # Working rules are left out as AutoRecall leaves them out (they reach the prompt through procedures).
+    candidates = [c for c in found.candidates if not (c.fact and is_procedure_attribute(c.fact.attribute))]
     # Ranked without the gate, so the ones it would drop can be shown with their score; the order of
     # those that pass is the same as with the gate (the gate only removes).
     ranked = ranking.rank_candidates(
@@ -117,10 +98,19 @@ async def explain_auto(service: RecallService, tenant_id: str, request: AutoReca
         lines, token_budget=budget, count_tokens=service.token_counter().count_tokens_cached
     )
     injected = {offered[i].candidate.id for i in fitted.included}
-    cut = _CutReasons(threshold, max_entries, budget, {r.candidate.id for r in offered}, selection.dropped)
+    cut = CutReasons(threshold, max_entries, budget, {r.candidate.id for r in offered}, selection.dropped)
     explained = [ExplainedItem(memory_item(r), r.candidate.id in injected, cut.reason(r, injected)) for r in ranked]
     # What is injected first, in section order; then what was cut, best score first.
     explained.sort(key=lambda e: (not e.injected, 0.0 if e.injected else -e.item.score))
+    # The same sentence the API answers: the best candidate past the floor is the first of `passing`.
+    empty = EmptyAnswer(
+        found=len(found.candidates),
+        eligible=len(candidates),
+        best=max((c.relevance for c in candidates), default=None),
+        floor=threshold,
+        best_cut=cut.reason(passing[0], injected) if passing else None,
+        narrowed=narrowed_to(request.channel, request.agent_id),
+    )
     return L0Explanation(
         section=fitted.text,
         tokens=fitted.tokens,
@@ -128,7 +118,7 @@ async def explain_auto(service: RecallService, tenant_id: str, request: AutoReca
         max_entries=max_entries,
         token_budget=budget,
         top_score=round(top_score, 4) if top_score is not None else None,
-        skipped_reason=None,
+        skipped_reason=None if injected else empty.reason(),
         items=explained,
         query_text=text,
     )
