@@ -133,7 +133,8 @@ async def test_a_session_posted_over_http_becomes_an_episode_and_facts_and_a_rep
 ) -> None:
     event = session_event(session_id="s-busan", texts=BUSAN, ended_at=NOW - timedelta(hours=1))
     accepted = await write_stack.post_session(event)
-    assert accepted["duplicate"] is False and accepted["status_url"] == f"/v1/events/{event.event_id}"
+    assert accepted["duplicate"] is False
+    assert accepted["status_url"] == f"/v1/events/{event.event_id}?user_id=alice"
     status = await write_stack.wait_state(str(event.event_id), "consolidated")
     facts = await write_stack.wait_fact("Busan")
     assert [f["attribute"] for f in facts] == ["lives_in"]
@@ -238,7 +239,7 @@ async def test_a_correction_supersedes_the_old_value_and_only_the_new_one_is_inj
     assert new_id != old_id and corrected.json()["superseded"] == old_id
 
     history = (await http.get(f"/v1/facts/{new_id}/history", params={"user_id": "alice"})).json()["versions"]
-    assert [(v["id"], v["status"]) for v in history] == [(old_id, "superseded"), (new_id, "tentative")]
+    assert [(v["id"], v["status"]) for v in history] == [(old_id, "superseded"), (new_id, "confirmed")]
     assert history[0]["valid_to"] is not None and history[0]["superseded_by"] == new_id
     assert history[1]["user_stated"] is True and history[1]["valid_to"] is None
     assert (await http.get(f"/v1/facts/{old_id}/history", params={"user_id": "alice"})).json()["versions"] == history
@@ -427,7 +428,7 @@ async def test_erasing_a_user_reports_completion_at_the_returned_url(write_stack
     url = response.json()["status_url"]
 
     async def completed() -> dict[str, Any] | None:
-        found = await write_stack.http.get(url, params={"user_id": "carol"})
+        found = await write_stack.http.get(url)  # as returned: the URL names the user
         assert found.status_code == 200, found.text
         body: dict[str, Any] = found.json()
         return body if body["state"] == "erasure_completed" else None

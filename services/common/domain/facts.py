@@ -131,6 +131,11 @@ class FactProvenance(BaseModel):
     session_id: str | None = Field(default=None, description="Source session, when known.")
     occurred_at: AwareDatetime = Field(description="When the statement was made (the session's end time).")
     source: FactSource = Field(description="'extraction' (from an episode) or 'api' (explicit memory_save).")
+    user_correction: bool = Field(
+        default=False,
+        description="The user stated this value as a correction of what was remembered, in their own words in a "
+        "session or through the correction API: their own word needs no second observation.",
+    )
 
     @property
     def key(self) -> tuple[str, str]:
@@ -288,7 +293,7 @@ def plan_fact_write(
     another owner are a caller bug and raise ValueError).
 
     - same value already stored: one more observation (idempotent per episode); `confirmed` once
-      `evidence_count >= confirm_threshold`;
+      `evidence_count >= confirm_threshold`, or at once when an observation is the user's correction;
     - single-valued attribute, different value: the value observed last (by `occurred_at`) is
       current and `tentative` until confirmed; every earlier value gets `valid_to`, `superseded_by`
       and `status="superseded"`. A late-delivered older observation never supersedes a newer value;
@@ -471,7 +476,11 @@ def _resolve_independent(fact: Fact, *, confirm_threshold: int) -> Fact:
 
 
 def _live_status(fact: Fact, confirm_threshold: int) -> FactStatus:
-    return "confirmed" if fact.evidence_count >= confirm_threshold else "tentative"
+    """Confirmed once observed often enough, or once the user corrected memory to it; what the
+    assistant said, an agent saved or extraction inferred waits for a second observation."""
+    if fact.evidence_count >= confirm_threshold or any(p.user_correction for p in fact.provenance):
+        return "confirmed"
+    return "tentative"
 
 
 def _differs(before: Fact, after: Fact) -> bool:

@@ -136,7 +136,7 @@ def fact_version(stored: StoredFact) -> FactVersion:
     observations = [
         FactObservation(
             source=p.source,
-            user_stated=p.source == "api",
+            user_stated=p.source == "api" or p.user_correction,
             episode_id=p.episode_id,
             session_id=p.session_id,
             occurred_at=p.occurred_at.isoformat(),
@@ -157,7 +157,7 @@ def fact_version(stored: StoredFact) -> FactVersion:
         valid_from=fact.valid_from.isoformat(),
         valid_to=fact.valid_to.isoformat() if fact.valid_to else None,
         superseded_by=fact.superseded_by,
-        user_stated=latest.source == "api",
+        user_stated=latest.source == "api" or latest.user_correction,
         channels=sorted(stored.channels),
         provenance=observations,
     )
@@ -207,7 +207,7 @@ def correction_candidate(
         text=request.text.strip(),
         language=fact.language,
         volatility=fact.volatility,
-        provenance=FactProvenance(episode_id=str(observation), occurred_at=now, source="api"),
+        provenance=FactProvenance(episode_id=str(observation), occurred_at=now, source="api", user_correction=True),
     )
 
 
