@@ -1,5 +1,7 @@
-"""Validation of incoming SessionCompleted records, shared by every way in (`tiermem ingest`, the
-recall API's `POST /v1/sessions`): the same schema, the same size limits and the same messages."""
+"""Validation of incoming sessions, shared by every way in (`tiermem ingest`, `tiermem sessions add`, the
+recall API's `POST /v1/sessions` and its batch, MCP): the same form (a whole SessionCompleted, or only
+`user_id` and `messages`, completed by `contracts.session_form`), the same size limits and the same
+messages."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pydantic import ValidationError
 
 from contracts.events import SessionCompleted
 from contracts.limits import SizeLimitExceeded, SizeLimits, check_session_size
+from contracts.session_form import SessionForm
 
 _MAX_PROBLEMS = 10
 _MAX_REASON_CHARS = 300
@@ -35,17 +38,36 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "invalid payload: " + "; ".join(problems) + (f"; and {more} more" if more > 0 else "")
 
 
-def parse_session(value: Any, limits: SizeLimits) -> SessionCompleted:
-    """The SessionCompleted in `value` (a parsed JSON value), checked against `limits`; raises
-    SessionRejected with the field and the reason otherwise."""
+def _rejected(exc: ValidationError) -> SessionRejected:
+    first = exc.errors(include_input=False, include_url=False)[0]
+    return SessionRejected(".".join(str(part) for part in first["loc"]), describe_validation_error(exc))
+
+
+def complete_session(form: SessionForm, limits: SizeLimits, tenant_id: str | None = None) -> SessionCompleted:
+    """The SessionCompleted `form` stands for (what it leaves out filled in, the tenant `tenant_id` when
+    it names none), checked against `limits`; raises SessionRejected with the field and the reason."""
     try:
-        event = SessionCompleted.model_validate(value)
+        event = form.complete(tenant_id)
     except ValidationError as exc:
-        first = exc.errors(include_input=False, include_url=False)[0]
-        field = ".".join(str(part) for part in first["loc"])
-        raise SessionRejected(field, describe_validation_error(exc)) from exc
+        raise _rejected(exc) from exc
     try:
         check_session_size(event, limits)
     except SizeLimitExceeded as exc:
         raise SessionRejected("messages", f"too large: {exc}", too_large=True) from exc
     return event
+
+
+def parse_form(value: Any) -> SessionForm:
+    """The session form in `value` (a parsed JSON value); raises SessionRejected with the field and the
+    reason otherwise."""
+    try:
+        return SessionForm.model_validate(value)
+    except ValidationError as exc:
+        raise _rejected(exc) from exc
+
+
+def parse_session(value: Any, limits: SizeLimits, tenant_id: str | None = None) -> SessionCompleted:
+    """The session in `value` (a parsed JSON value: a whole SessionCompleted, or a short form that
+    `complete_session` fills in), checked against `limits`; raises SessionRejected with the field and
+    the reason otherwise."""
+    return complete_session(parse_form(value), limits, tenant_id)

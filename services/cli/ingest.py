@@ -1,4 +1,5 @@
-"""`tiermem ingest`: validate SessionCompleted records from files, publish the valid ones."""
+"""`tiermem ingest`: validate sessions from files (whole SessionCompleted records, or only `user_id` and
+`messages`, completed by `contracts.session_form` with the tenant given), publish the valid ones."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from nats.errors import Error as NatsError
 from tenacity import retry, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from contracts import SessionCompleted, SizeLimits, Subjects
-from contracts.session_input import SessionRejected, parse_session
+from contracts.session_form import SessionForm
+from contracts.session_input import SessionRejected, complete_session, parse_form
 from services.common.domain.ids import session_message_id
 from services.common.runtime.broker import build_broker, connect_broker
 from services.common.runtime.publishing import EventPublisher, PublishResult
@@ -32,6 +34,8 @@ class Rejected:
 @dataclass
 class LoadResult:
     valid: list[tuple[Path, int, SessionCompleted]] = field(default_factory=list)
+    forms: list[SessionForm] = field(default_factory=list)
+    """What each valid record said, as written (parallel to `valid`): what `tiermem sessions add` sends."""
     rejected: list[Rejected] = field(default_factory=list)
 
 
@@ -73,7 +77,8 @@ def _records(path: Path, text: str) -> Iterator[tuple[int, Any] | tuple[int, Exc
         yield record_line, value
 
 
-def load_sessions(paths: list[Path], limits: SizeLimits) -> LoadResult:
+def load_sessions(paths: list[Path], limits: SizeLimits, tenant_id: str | None = None) -> LoadResult:
+    """Every record of `paths`, completed (a record naming no tenant gets `tenant_id`) and checked."""
     result = LoadResult()
     for path in paths:
         if path.suffix not in (".json", ".jsonl"):
@@ -95,11 +100,13 @@ def load_sessions(paths: list[Path], limits: SizeLimits) -> LoadResult:
                 result.rejected.append(Rejected(path, line, str(value)))
                 continue
             try:
-                event = parse_session(value, limits)
+                form = parse_form(value)
+                event = complete_session(form, limits, tenant_id)
             except SessionRejected as exc:
                 result.rejected.append(Rejected(path, line, exc.reason))
                 continue
             result.valid.append((path, line, event))
+            result.forms.append(form)
     return result
 
 

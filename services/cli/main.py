@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from services.common.runtime.settings import DEFAULT_DATA_DIR, TierMemSettings, load_settings
+
+if TYPE_CHECKING:
+    from contracts import SessionCompleted
 
 app = typer.Typer(name="tiermem", help="Tiered long-term memory for AI agents.", no_args_is_help=True)
 console = Console()
@@ -72,18 +75,41 @@ def up(
     console.print("tiermem stopped.")
 
 
+DEFAULT_INGEST_TENANT = "local"  # the tenant of `tiermem up`'s dev key
+
+
 @app.command()
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help=".json (one event or a list) or .jsonl files.")],
+    paths: Annotated[list[Path], typer.Argument(help=".json (one session or a list) or .jsonl files.")],
     data_dir: DataDirOption = None,
+    tenant: Annotated[
+        str, typer.Option("--tenant", help="Tenant of the records that name none (tiermem up's key: local).")
+    ] = DEFAULT_INGEST_TENANT,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="Then follow every event (over the recall API) until it is consolidated, processed or "
+            "dead-lettered; exit 1 on a dead letter.",
+        ),
+    ] = False,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds --wait waits at most.")] = 600.0,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", envvar="TIERMEM_API_KEY", help="For --wait; default: the dev key.")
+    ] = None,
+    url: Annotated[
+        str | None, typer.Option("--url", envvar="TIERMEM_RECALL_URL", help="For --wait; default: the stack's.")
+    ] = None,
 ) -> None:
-    """Validate SessionCompleted events from files and publish the valid ones."""
+    """Validate sessions from files and publish the valid ones. A record may be a whole SessionCompleted
+    or only `user_id` and `messages`: the rest is filled in as `POST /v1/sessions` does (the same turns
+    are the same event, so ingesting a file again reports duplicates)."""
     from rich.progress import Progress
 
     from services.cli.ingest import load_sessions, publish_sessions
 
     settings = _settings(data_dir)
-    loaded = load_sessions(paths, settings.limits)
+    loaded = load_sessions(paths, settings.limits, tenant)
     for rejected in loaded.rejected:
         err_console.print(f"[red]rejected[/] {rejected}", markup=True, highlight=False)
     events = [event for _, _, event in loaded.valid]
@@ -99,8 +125,21 @@ def ingest(
 
         counts = PublishCounts()
     console.print(f"published {counts.published}, duplicate {counts.duplicate}, rejected {len(loaded.rejected)}")
-    if loaded.rejected:
+    waited = _wait_for(events, data_dir, api_key, url, timeout) if wait and events else 0
+    if loaded.rejected or waited:
         raise typer.Exit(1)
+
+
+def _wait_for(
+    events: list[SessionCompleted], data_dir: Path | None, api_key: str | None, url: str | None, timeout: float
+) -> int:
+    """`ingest --wait`: the exit code of following `events` to where they settle."""
+    from services.cli.following import report_wait, wait_for_ingested
+    from services.cli.recall import ApiTarget
+
+    followed = list(dict.fromkeys((str(event.event_id), event.user_id) for event in events))
+    outcome = wait_for_ingested(ApiTarget(data_dir, api_key, url), followed, err_console, timeout)
+    return report_wait(outcome, console)
 
 
 @app.command()
@@ -172,6 +211,10 @@ def _register_subcommands() -> None:
 
     app.add_typer(memories_app, name="memories")
     app.add_typer(sessions_app, name="sessions")
+
+    from services.cli.following import events_app
+
+    app.add_typer(events_app, name="events")
 
     from services.cli.dlq import dlq_app
     from services.cli.dump import dump_command

@@ -15,7 +15,8 @@ import logging
 from nats.aio.client import Client as NatsClient
 
 from contracts import SessionCompleted, Subjects
-from contracts.session_input import SessionRejected, parse_session
+from contracts.session_form import SessionForm
+from contracts.session_input import SessionRejected, complete_session, parse_session
 from services.common.domain.owner import Owner
 from services.common.domain.tokens import TokenCounter
 from services.common.runtime.resources import Resources
@@ -175,8 +176,12 @@ class RecallService:
 
     # ------------------------------------------------------------------------------ sessions in, memory management
 
-    async def add_session(self, tenant_id: str, event: SessionCompleted) -> SessionAccepted:
-        """Publish one session (WrongTenant / SessionRejected when it may not or cannot be)."""
+    async def add_session(self, tenant_id: str, session: SessionCompleted | SessionForm) -> SessionAccepted:
+        """Publish one session, completed when it is a short form (WrongTenant / SessionRejected when it
+        may not or cannot be)."""
+        event = (
+            complete_session(session, self.settings.limits, tenant_id) if isinstance(session, SessionForm) else session
+        )
         sessions_in.check_tenant(tenant_id, event)
         checked = parse_session(event.model_dump(mode="json"), self.settings.limits)
         return await sessions_in.publish_session(self.nats, self.subjects, checked)
@@ -235,7 +240,7 @@ class RecallService:
             event_id=accepted.event_id,
             duplicate=accepted.duplicate,
             kind=kind,
-            status_url=sessions_in.status_url(accepted.event_id),
+            status_url=sessions_in.status_url(accepted.event_id, user_id),
         )
 
     # ------------------------------------------------------------------------------ health

@@ -7,12 +7,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.events import Channel, CleanText, Scope, SessionCompleted, SubjectToken
+from contracts.events import Channel, CleanText, Scope, SubjectToken
+from contracts.session_form import SessionForm
 from services.common.domain.facts import FactSource, FactStatus, Volatility
 
 ListKind = Literal["episode", "fact", "all"]
 EventState = Literal["accepted", "consolidated", "processed", "dead_lettered", "erasure_pending", "erasure_completed"]
 
+_MINIMAL_SESSION_EXAMPLE: dict[str, Any] = {
+    "user_id": "alice",
+    "messages": [
+        {"role": "user", "content": "I moved to Busan last month."},
+        {"role": "assistant", "content": "Noted: you live in Busan now."},
+    ],
+}
 _SESSION_EXAMPLE: dict[str, Any] = {
     "event_id": "0b6f3f0e-8a8e-4c43-9a55-1d9f5b0a7c11",
     "tenant_id": "acme",
@@ -46,33 +54,29 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class SessionSubmission(SessionCompleted):
-    """A SessionCompleted as `POST /v1/sessions` takes it: the API key decides the tenant, so
-    `tenant_id` may be left out (as in a batch and over MCP); one naming another tenant is refused."""
-
-    tenant_id: SubjectToken | None = Field(  # type: ignore[assignment]
-        default=None, description="Tenant that owns the conversation; optional, the API key's when left out."
-    )
-
-    def for_tenant(self, tenant_id: str) -> SessionCompleted:
-        """The event with the key's tenant filled in when it names none (another one is kept, to be refused)."""
-        return SessionCompleted.model_validate(
-            {**self.model_dump(mode="json"), "tenant_id": self.tenant_id or tenant_id}
-        )
+class SessionSubmission(SessionForm):
+    """A conversation as `POST /v1/sessions` takes it: only `user_id` and `messages` are required; the
+    API key decides the tenant (a record naming another one is refused), and the ids, agent, channel
+    and times are filled in deterministically (`contracts.session_form`) when left out."""
 
 
 class SessionAccepted(BaseModel):
     event_id: str
     status: Literal["accepted"] = "accepted"
     duplicate: bool = Field(description="True when this event id was already accepted (nothing new happens).")
-    status_url: str = Field(description="Where to ask what became of it: GET /v1/events/{event_id}.")
+    status_url: str = Field(description="Where to ask what became of it: GET /v1/events/{event_id}?user_id=….")
 
 
 class SessionBatchRequest(_Body):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"sessions": [_SESSION_EXAMPLE]}]})
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"sessions": [_MINIMAL_SESSION_EXAMPLE, _SESSION_EXAMPLE]}]}
+    )
 
     sessions: list[dict[str, Any]] = Field(
-        min_length=1, max_length=100, description="SessionCompleted records; each is validated on its own."
+        min_length=1,
+        max_length=100,
+        description="Sessions in the form of POST /v1/sessions (only user_id and messages are required); "
+        "each is validated on its own.",
     )
 
 

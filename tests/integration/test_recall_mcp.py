@@ -55,6 +55,7 @@ TOOLS = {
     # memory management (issue 12)
     "memory_add_sessions",
     "memory_event_status",
+    "memory_add",  # typed short form (issue 51)
     "memory_list",
     "memory_get_fact",
     "memory_fact_history",

@@ -30,6 +30,7 @@ from services.recall_api.auth import Principal, bearer_token, check_api_keys, te
 from services.recall_api.errors import FactRejected
 from services.recall_api.http.guard import error_body
 from services.recall_api.instructions import memory_instructions
+from services.recall_api.mcp.add_tool import add_memory_tool
 from services.recall_api.mcp.arguments import SentenceErrorServer, argument_errors
 from services.recall_api.mcp.context_tool import add_context_tool
 from services.recall_api.mcp.procedure_tool import add_procedure_tool
@@ -113,6 +114,7 @@ def build_mcp_server(service: RecallService, *, fixed: Principal | None = None) 
     _add_fact_tools(server, service, fixed)
     add_write_tools(server, service, lambda ctx: _principal(ctx, fixed), _user)
     add_procedure_tool(server, service, lambda ctx: _principal(ctx, fixed), _user)
+    add_memory_tool(server, service, lambda ctx: _principal(ctx, fixed), _user)
     add_context_tool(server, service, lambda ctx: _principal(ctx, fixed), _user, _channel)
     return server
 

@@ -23,6 +23,7 @@ from services.common.domain.owner import Owner
 from services.common.stores.tombstones import TombstoneStore
 from services.recall_api.errors import StoreUnavailable
 from services.recall_api.schemas import ErasureAccepted
+from services.recall_api.write.sessions_in import status_url
 
 log = logging.getLogger(__name__)
 
@@ -84,4 +85,6 @@ async def request_erasure(
         target.item_id or "",
         event_id,
     )
-    return ErasureAccepted(event_id=str(event_id), duplicate=bool(ack.duplicate), status_url=f"/v1/events/{event_id}")
+    return ErasureAccepted(
+        event_id=str(event_id), duplicate=bool(ack.duplicate), status_url=status_url(str(event_id), user_id)
+    )

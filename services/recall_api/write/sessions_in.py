@@ -1,5 +1,6 @@
-"""Sessions in over HTTP: the same SessionCompleted records `tiermem ingest` publishes, validated with
-the same limits (`contracts.session_input`), published under the same owner-scoped message id
+"""Sessions in over HTTP and MCP: the same records `tiermem ingest` publishes (a whole SessionCompleted,
+or only `user_id` and `messages`, completed with deterministic ids by `contracts.session_form`),
+validated with the same limits (`contracts.session_input`), published under the same owner-scoped message id
 (`session_message_id`: tenant, user and event id) so a retry is reported as a duplicate and changes
 nothing, while another owner's session with the same event id is a session of its own. The tenant
 is the API key's; a record naming another tenant is refused."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+from urllib.parse import urlencode
 
 from nats.aio.client import Client as NatsClient
 
@@ -31,20 +33,14 @@ class WrongTenant(PermissionError):
     """The record names a tenant other than the API key's."""
 
 
-def status_url(event_id: str) -> str:
-    return f"/v1/events/{event_id}"
+def status_url(event_id: str, user_id: str) -> str:
+    """`GET /v1/events/{event_id}` names the owner (events are read per user), so the URL carries it."""
+    return f"/v1/events/{event_id}?{urlencode({'user_id': user_id})}"
 
 
 def check_tenant(tenant_id: str, event: SessionCompleted) -> None:
     if event.tenant_id != tenant_id:
         raise WrongTenant("tenant_id names another tenant than the API key's; omit it or use your own")
-
-
-def with_tenant(tenant_id: str, value: Any) -> Any:
-    """The record with the key's tenant filled in when it names none (the key decides the tenant)."""
-    if isinstance(value, dict) and "tenant_id" not in value:
-        return {**value, "tenant_id": tenant_id}
-    return value
 
 
 async def publish_session(
@@ -73,7 +69,8 @@ async def publish_session(
         event_id,
         bool(ack.duplicate),
     )
-    return SessionAccepted(event_id=event_id, duplicate=bool(ack.duplicate), status_url=status_url(event_id))
+    url = status_url(event_id, event.user_id)
+    return SessionAccepted(event_id=event_id, duplicate=bool(ack.duplicate), status_url=url)
 
 
 def _rejected(index: int, detail: str, code: str, field: str | None, reason: str) -> SessionBatchItem:
@@ -94,7 +91,7 @@ async def publish_batch(
     items: list[SessionBatchItem] = []
     for index, record in enumerate(records):
         try:
-            event = parse_session(with_tenant(tenant_id, record), limits)
+            event = parse_session(record, limits, tenant_id)
             check_tenant(tenant_id, event)
         except SessionRejected as exc:
             code = "too_large" if exc.too_large else "invalid_session"
