@@ -102,11 +102,11 @@ class FactErasure:
         # Right after the raw sessions are replaced: a writer still consolidating one of them either
         # drops its work (it is no longer in the stream) or is waited for here, and what it wrote is
         # then found by the steps below.
-        steps.insert(1 + [name for name, _ in steps].index("sessions"), ("drain", self.scope.drain_writers))
+        steps.insert(1 + [name for name, _ in steps].index("sessions"), ("drain", self.drain))
         # Before verifying: a writer of a later session that read the fact before the steps rewrote
         # it (the restated fact has the erased one's id) has written it back by now, and the
         # verification sees what it wrote.
-        return [*steps, ("last_drain", self.scope.drain_writers), ("verify", self.verify)]
+        return [*steps, ("last_drain", self.drain), ("verify", self.verify)]
 
     async def _find(self, name: str) -> list[str]:
         place = next(place for place in PLACES if place.name == name)
@@ -116,6 +116,9 @@ class FactErasure:
 
     async def nothing(self) -> dict[str, int]:
         return {}
+
+    async def drain(self) -> dict[str, int]:
+        return await self.scope.drain_writers()
 
     # ---- raw sessions -------------------------------------------------------------------------
 
