@@ -148,6 +148,12 @@ def serve(
         str, typer.Argument(help="episodic-summarizer | semantic-extractor | dedup | pruner | recall-api")
     ],
     data_dir: DataDirOption = None,
+    http_port: Annotated[
+        int | None,
+        typer.Option(
+            min=1, max=65535, help="recall-api only: port of the HTTP API (default TIERMEM_HTTP_PORT, else 8080)."
+        ),
+    ] = None,
 ) -> None:
     """Run one service alone against the servers named by settings (how Kubernetes runs it): one
     consumer per process, wired by the same composition root as `tiermem up`."""
@@ -158,6 +164,11 @@ def serve(
 
     os.umask(PRIVATE_UMASK)  # the Edge WAL and payload files it writes hold memory text
     settings = _settings(data_dir)
+    if http_port is not None:
+        if service != "recall-api":
+            err_console.print(f"[red]error:[/] --http-port applies to recall-api only ({service} serves no HTTP API)")
+            raise typer.Exit(2)
+        settings = settings.model_copy(update={"http_port": http_port})
     if service == "recall-api":
         from services.recall_api.auth import check_api_keys
 
