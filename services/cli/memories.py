@@ -107,7 +107,7 @@ def correct(
     api_key: ApiKey = None,
     url: BaseUrl = None,
 ) -> None:
-    """Correct a fact: the new value becomes current, the old one is kept as superseded history."""
+    """Correct a fact: the new value becomes current and confirmed, the old one is kept as superseded history."""
     body = {"user_id": user, "value": value, "text": text}
     print_api_answer(ApiTarget(data_dir, api_key, url), "POST", f"/v1/facts/{fact_id}/corrections", json=body)
 

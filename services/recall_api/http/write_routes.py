@@ -188,8 +188,9 @@ async def facts_correct(
     service: Service,
     idempotency_key: IdempotencyKey = None,
 ) -> CorrectionResponse:
-    """Through the write policy, as a user-stated observation: the corrected value becomes current
-    and the old one keeps its history with `valid_to` and `superseded_by`."""
+    """Through the write policy, as the user's own correction: the corrected value becomes current
+    and `confirmed` at once (the user's word needs no second observation), and the old one keeps
+    its history with `valid_to` and `superseded_by`."""
     try:
         corrected = await service.correct_fact(tenant, fact_id, body, idempotency_key=idempotency_key)
     except FactRejected as exc:
