@@ -146,14 +146,15 @@ def test_sessions_add_prints_event_ids_that_events_status_follows(
     tiermem_up: Stack, http: httpx.Client, tmp_path: Path
 ) -> None:
     records = tmp_path / "taro.jsonl"
-    record = {"user_id": "taro", "messages": turns("My dentist appointment moved to Friday at 3pm.", "Got it.")}
+    said = turns("My dentist appointment moved to Friday at 3pm.", "Got it.")
+    record = {"user_id": "taro", "messages": said}
     records.write_text(json.dumps(record) + "\n", encoding="utf-8")
     added = cli(tiermem_up, "sessions", "add", str(records))
     assert added.returncode == 0, added.stdout + added.stderr
     printed = json.loads(added.stdout)
     assert printed["accepted"] == 1 and printed["events"][0]["user_id"] == "taro"
     event_id = printed["events"][0]["event_id"]
-    assert event_id == minimal_session(record["messages"], user_id="taro")["event_id"]
+    assert event_id == minimal_session(said, user_id="taro")["event_id"]
     status = cli(tiermem_up, "events", "status", event_id, "-u", "taro")
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["event_id"] == event_id
@@ -167,11 +168,12 @@ def test_ingest_wait_exits_1_on_a_dead_letter(tiermem_up: Stack, tmp_path: Path)
     # The producer's limits allow a message the running summarizer's default limits refuse: the
     # summarizer dead-letters the session (poison), and --wait must say so and fail.
     records = tmp_path / "long.jsonl"
-    record = {"user_id": "kenji", "messages": turns("word " * 8_000)}  # 40 000 characters, over 32 000
+    said = turns("word " * 8_000)  # 40 000 characters, over the default 32 000
+    record = {"user_id": "kenji", "messages": said}
     records.write_text(json.dumps(record) + "\n", encoding="utf-8")
     ingested = cli(tiermem_up, "ingest", str(records), "--wait", TIERMEM_LIMITS__MAX_MESSAGE_CHARS="100000")
     assert ingested.returncode == 1, ingested.stdout + ingested.stderr
-    event_id = minimal_session(record["messages"], user_id="kenji")["event_id"]
+    event_id = minimal_session(said, user_id="kenji")["event_id"]
     assert f"dead-lettered {event_id}" in ingested.stdout and "size limits" in ingested.stdout
     assert "dead-lettered 1" in ingested.stdout
 
