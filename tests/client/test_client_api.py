@@ -43,7 +43,7 @@ async def test_a_session_goes_in_and_comes_back_through_every_recall_call(write_
     async with AsyncTiermemClient(write_stack.base_url, ACME_KEY) as client:
         event = client_session(session_id="s-busan", texts=BUSAN, ended_at=NOW - timedelta(hours=1))
         accepted = await client.add_session(event)
-        assert (accepted.duplicate, accepted.status_url) == (False, f"/v1/events/{event.event_id}")
+        assert (accepted.duplicate, accepted.status_url) == (False, f"/v1/events/{event.event_id}?user_id=alice")
         assert (await client.add_session(event)).duplicate is True
         await wait_state(client, str(event.event_id), "consolidated")
         status = await client.event_status("alice", str(event.event_id))
@@ -96,7 +96,7 @@ async def test_facts_are_saved_corrected_and_forgotten_through_the_client(write_
         assert "Busan" not in (await client.facts("alice")).section
 
         erasure = await client.erase_user("alice", idempotency_key="erase-alice")
-        assert erasure.status_url == f"/v1/events/{erasure.event_id}"
+        assert erasure.status_url == f"/v1/events/{erasure.event_id}?user_id=alice"
         assert (await client.erase_user("alice", idempotency_key="erase-alice")).event_id == erasure.event_id
 
 

@@ -94,6 +94,6 @@ async def test_the_installed_client_adds_a_session_and_reads_facts_from_a_real_r
     assert probe.returncode == 0, err.decode()
     result = json.loads(out)
     assert result["present"] == [], "server packages must not be importable next to the client"
-    assert result["event_id"] == event_id and result["status_url"] == f"/v1/events/{event_id}"
+    assert result["event_id"] == event_id and result["status_url"] == f"/v1/events/{event_id}?user_id=alice"
     assert result["facts"] == ["The user keeps bees."]
     assert result["missing"] == "not_found"
