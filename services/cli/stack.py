@@ -150,6 +150,7 @@ def write_stack_file(data_dir: Path, servers: EmbeddedServers, creds: dict[str, 
         "http_host": "127.0.0.1",
         "http_port": http_port,
         "api_keys": {creds["api_key"]: "local"},
+        "operator_tenants": ["local"],
         "pid": os.getpid(),
     }
     path = stack_file(data_dir)

@@ -239,3 +239,32 @@ async def test_a_single_session_takes_its_tenant_from_the_key(default: RecallSta
     body_ref = schema["paths"]["/v1/sessions"]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     body_schema = schema["components"]["schemas"][body_ref.rsplit("/", 1)[-1]]
     assert "tenant_id" in body_schema["properties"] and "tenant_id" not in body_schema["required"]
+
+
+@pytest.fixture
+async def operated(
+    tmp_path: Path,
+    nats_settings: NatsSettings,
+    falkordb_graph: FalkorDBGraph,
+    embedder: LocalE5Embedder,
+    keywords: KeywordEncoder,
+) -> AsyncIterator[RecallStack]:
+    async with build_stack(
+        tmp_path, nats_settings, falkordb_graph, embedder, keywords, over_http=True, operator_tenants=["acme"]
+    ) as s:
+        yield s
+
+
+async def test_whole_stack_figures_are_for_operator_tenants_only(operated: RecallStack) -> None:
+    """The Pipeline page sums every tenant's lag, dead letters and cost: another tenant gets 403 and no link."""
+    assert operated.base_url is not None
+    for key, allowed in ((ACME_KEY, True), (GLOBEX_KEY, False)):
+        async with httpx.AsyncClient(base_url=operated.base_url, timeout=30) as browser:
+            logged_in = await browser.post("/ui/login", data={"api_key": key})
+            assert logged_in.status_code == 303, logged_in.text
+            cookies = {"tiermem_ui": logged_in.cookies["tiermem_ui"]}
+            home = await browser.get("/ui", cookies=cookies)
+            pipeline = await browser.get("/ui/pipeline", cookies=cookies)
+        assert ('href="/ui/pipeline"' in home.text) is allowed
+        assert pipeline.status_code == (200 if allowed else 403), pipeline.text[:300]
+        assert ("Consumers" in pipeline.text) is allowed

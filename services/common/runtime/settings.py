@@ -159,6 +159,13 @@ class TierMemSettings(BaseSettings):
     )
     health_timeout_s: float = Field(default=5.0, gt=0, description="Per-dependency timeout of a consumer's /readyz.")
     api_keys: dict[str, str] = Field(default_factory=dict, description="API key → tenant id for the recall API.")
+    operator_tenants: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Tenants whose keys may see whole-stack figures (the memory browser's Pipeline page: lag, dead "
+            "letters and LLM cost summed over every tenant). Empty: nobody; `tiermem up` names its dev tenant."
+        ),
+    )
 
 
 STACK_FILE = "stack.json"
@@ -200,6 +207,8 @@ class StackFileSource(PydanticBaseSettingsSource):
         # `tiermem up` recorded, and that key could never be revoked: an explicit setting replaces it.
         if "api_keys" in recorded and any("api_keys" in source() for source in self._higher):
             del recorded["api_keys"]
+            # The dev tenant is an operator only while its dev key is the one that works.
+            recorded.pop("operator_tenants", None)
         return recorded
 
 

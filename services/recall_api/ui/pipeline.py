@@ -11,7 +11,7 @@ from fastapi.responses import Response
 
 from services.common.runtime.broker import BrokerUnavailable
 from services.common.runtime.stack_stats import collect_stats
-from services.recall_api.ui.rendering import Service, Session, error_page, render
+from services.recall_api.ui.rendering import Service, Session, error_page, is_operator, render
 
 log = logging.getLogger(__name__)
 pipeline_router = APIRouter(prefix="/ui", include_in_schema=False)
@@ -19,6 +19,10 @@ pipeline_router = APIRouter(prefix="/ui", include_in_schema=False)
 
 @pipeline_router.get("/pipeline")
 async def pipeline_page(request: Request, session: Session, service: Service) -> Response:
+    if not is_operator(request, session):
+        # Whole-stack figures would tell one tenant about every other tenant's traffic and cost.
+        message = "The pipeline page is for operators: its figures are every tenant's together."
+        return error_page(request, status.HTTP_403_FORBIDDEN, message, session)
     try:
         stats = await collect_stats(service.settings, [], expositions=[service.metrics.prometheus()])
     except (BrokerUnavailable, TimeoutError) as exc:

@@ -105,9 +105,20 @@ def require_csrf(session: BrowserSession, presented: str | None) -> None:
 def render(
     request: Request, template: str, context: dict[str, Any], *, status_code: int = 200, session: BrowserSession | None
 ) -> HTMLResponse:
+    operator = session is not None and is_operator(request, session)
     return templates.TemplateResponse(
-        request, template, {"session": session, **context}, status_code=status_code, headers=SECURITY_HEADERS
+        request,
+        template,
+        {"session": session, "operator": operator, **context},
+        status_code=status_code,
+        headers=SECURITY_HEADERS,
     )
+
+
+def is_operator(request: Request, session: BrowserSession) -> bool:
+    """Whether the session's tenant may see whole-stack figures (`operator_tenants`)."""
+    service: RecallService | None = getattr(request.app.state, "recall_service", None)
+    return service is not None and session.tenant_id in service.settings.operator_tenants
 
 
 def redirect(url: str) -> RedirectResponse:
