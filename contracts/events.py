@@ -59,6 +59,15 @@ CleanText = Annotated[str, AfterValidator(_no_surrogates)]
 SubjectToken = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=ID_PATTERN)]
 
 
+# Session metadata: string key/values that reach the session's episodes and facts and can be
+# filtered on. Keys are id-like so a key can never be read as a nested payload path (no dots);
+# the count and sizes are bounded because every key is stored on every derived point.
+METADATA_KEY_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+MetadataKey = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=METADATA_KEY_PATTERN)]
+MetadataValue = Annotated[str, StringConstraints(max_length=256), AfterValidator(_no_surrogates)]
+METADATA_MAX_KEYS = 16
+
+
 class _Event(BaseModel):
     # NaN and infinities are refused in every event: no stage can rank, compare or store them.
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False, allow_inf_nan=False)
@@ -106,7 +115,13 @@ class SessionCompleted(_Event):
         default=None, max_length=35, description="BCP 47 language tag of the conversation, e.g. 'ko' or 'en-US'."
     )
     messages: list[Message] = Field(min_length=1, description="The turns, oldest first.")
-    metadata: dict[str, str] = Field(default_factory=dict, description="Free-form string metadata from the producer.")
+    metadata: dict[MetadataKey, MetadataValue] = Field(
+        default_factory=dict,
+        max_length=METADATA_MAX_KEYS,
+        description="String key/values from the producer (at most 16; keys 1-64 of A-Z a-z 0-9 _ -, values at "
+        "most 256 characters). They are stored on the episodes and facts made from the session, and search, "
+        "the memory list and L0 can filter on them.",
+    )
 
     @field_validator("ended_at")
     @classmethod
@@ -137,6 +152,11 @@ class EpisodeCreated(_Event):
     summary: str = Field(description="The episode summary, in the session's language.")
     abstract: str = Field(description="One-line abstract used by L0 auto-inject.")
     entity_names: list[str] = Field(default_factory=list, description="Entities named in the summary.")
+    metadata: dict[MetadataKey, MetadataValue] = Field(
+        default_factory=dict,
+        max_length=METADATA_MAX_KEYS,
+        description="The source session's metadata; the facts extracted from the episode carry it.",
+    )
     raw_stream_sequence: int | None = Field(
         default=None, description="Stream sequence of the raw SessionCompleted message in the session stream."
     )

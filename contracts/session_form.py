@@ -23,7 +23,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.events import Channel, Message, Scope, SessionCompleted, SubjectToken
+from contracts.events import (
+    METADATA_MAX_KEYS,
+    Channel,
+    Message,
+    MetadataKey,
+    MetadataValue,
+    Scope,
+    SessionCompleted,
+    SubjectToken,
+)
 from contracts.times import WINDOW_TEXT, EventTime
 
 DEFAULT_AGENT = "default"
@@ -68,7 +77,12 @@ class SessionForm(BaseModel):
     locale: str | None = Field(
         default=None, max_length=35, description="BCP 47 language tag of the conversation, e.g. 'ko' or 'en-US'."
     )
-    metadata: dict[str, str] = Field(default_factory=dict, description="Free-form string metadata from the producer.")
+    metadata: dict[MetadataKey, MetadataValue] = Field(
+        default_factory=dict,
+        max_length=METADATA_MAX_KEYS,
+        description="String key/values kept with the session (at most 16; keys 1-64 of A-Z a-z 0-9 _ -, values "
+        "at most 256 characters); its episodes and facts carry them and can be filtered on them.",
+    )
 
     def content_key(self) -> str:
         """The canonical text the ids are derived from (the client builds the same text)."""

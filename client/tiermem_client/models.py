@@ -155,6 +155,7 @@ class MemoryRecord(_Result):
     valid_from: str | None = None
     valid_to: str | None = None
     superseded_by: str | None = None
+    metadata: dict[str, list[str]] = Field(default_factory=dict)  # session metadata: key -> its values
 
 
 class MemoryListResponse(_Result):

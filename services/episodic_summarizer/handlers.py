@@ -129,6 +129,7 @@ async def _write_episode(
         raw_stream_sequence=delivery.stream_sequence,
         usage=usage,
         importance=importance,
+        metadata=dict(event.metadata),
     )
     passages = [episode.passage(p.index, p.text, first_turn=p.first_turn, last_turn=p.last_turn) for p in chunks]
     if not await guard.still_allowed():
@@ -153,6 +154,7 @@ async def _write_episode(
         entity_names=list(summary.entity_names),
         raw_stream_sequence=delivery.stream_sequence,
         importance=importance,
+        metadata=dict(event.metadata),
     )
     await ctx.publisher.publish(
         created,

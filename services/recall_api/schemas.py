@@ -6,7 +6,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.events import Channel, CleanText, MessageRole, Scope, SubjectToken
+from contracts.events import (
+    METADATA_MAX_KEYS,
+    Channel,
+    CleanText,
+    MessageRole,
+    MetadataKey,
+    MetadataValue,
+    Scope,
+    SubjectToken,
+)
 from services.common.domain.facts import FactStatus, Volatility
 
 MemoryKind = Literal["episode", "fact"]
@@ -36,6 +45,11 @@ class AutoRecallRequest(_Body):
     )
     max_entries: int | None = Field(default=None, ge=1, le=20, description="Most entries injected (default 3).")
     token_budget: int | None = Field(default=None, ge=1, le=8000, description="Most tokens of the section (300).")
+    metadata: dict[MetadataKey, MetadataValue] = Field(
+        default_factory=dict,
+        max_length=METADATA_MAX_KEYS,
+        description="Only memories from sessions whose metadata has every one of these key/values.",
+    )
 
 
 class MemoryItem(BaseModel):
@@ -96,6 +110,11 @@ class SearchRequest(_Body):
     channel: Channel = Field(default="private", description="'group' only searches memories from group sessions.")
     agent_id: SubjectToken | None = None
     include_superseded: bool = Field(default=False, description="Also return facts a newer value replaced.")
+    metadata: dict[MetadataKey, MetadataValue] = Field(
+        default_factory=dict,
+        max_length=METADATA_MAX_KEYS,
+        description="Only memories from sessions whose metadata has every one of these key/values.",
+    )
 
 
 class SearchResponse(BaseModel):

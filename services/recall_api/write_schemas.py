@@ -127,6 +127,11 @@ class MemoryRecord(BaseModel):
     valid_from: str | None = None
     valid_to: str | None = None
     superseded_by: str | None = None
+    metadata: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Session metadata: key → the values its session(s) gave it (one for an episode; a fact "
+        "stated in several sessions may have several).",
+    )
 
 
 class MemoryListResponse(BaseModel):

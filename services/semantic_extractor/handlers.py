@@ -175,7 +175,11 @@ async def _write_facts(
     event: EpisodeCreated, owner: Owner, extraction: ExtractionOutput, said_by_user: list[str], ctx: Context
 ) -> None:
     provenance = FactProvenance(
-        episode_id=event.episode_id, session_id=event.session_id, occurred_at=event.occurred_at, source="extraction"
+        episode_id=event.episode_id,
+        session_id=event.session_id,
+        occurred_at=event.occurred_at,
+        source="extraction",
+        metadata=dict(event.metadata),
     )
     extracted = to_fact_candidates(
         extraction,

@@ -136,6 +136,9 @@ class FactProvenance(BaseModel):
         description="The user stated this value as a correction of what was remembered, in their own words in a "
         "session or through the correction API: their own word needs no second observation.",
     )
+    metadata: dict[str, str] = Field(
+        default_factory=dict, description="The source session's metadata (extraction); empty for API saves."
+    )
 
     @property
     def key(self) -> tuple[str, str]:
@@ -174,6 +177,16 @@ class Fact(BaseModel):
         description="How much the fact matters (domain/importance.py): the highest of its observations; "
         "facts stored before importance existed read 0.5.",
     )
+
+    @property
+    def metadata_values(self) -> dict[str, list[str]]:
+        """Session metadata key → every value its observations' sessions gave it, sorted: stored on the
+        point, where a filter on one value matches when any of its sessions carried it."""
+        values: dict[str, set[str]] = {}
+        for observation in self.provenance:
+            for key, value in observation.metadata.items():
+                values.setdefault(key, set()).add(value)
+        return {key: sorted(found) for key, found in sorted(values.items())}
 
     @property
     def is_current(self) -> bool:

@@ -32,10 +32,12 @@ from services.common.domain.owner import Owner
 from services.common.gateways.embedder import Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.stores.maintenance import PointText, epoch_field, owners_of, point_text, record_recalls
+from services.common.stores.payload_fields import MalformedPoint, read_int, read_metadata, read_str, read_time
 from services.common.stores.vector.port import (
     EPISODES,
     PASSAGES,
     HybridWeights,
+    PreparedHybrid,
     SearchFilter,
     SparseVector,
     VectorIndex,
@@ -96,6 +98,7 @@ class Episode:
     importance: float = DEFAULT_IMPORTANCE
     source_episode_ids: tuple[str, ...] = ()
     source_session_ids: tuple[str, ...] = ()
+    metadata: Mapping[str, str] = field(default_factory=dict, hash=False)  # the source session's
 
     @property
     def is_compressed(self) -> bool:
@@ -124,6 +127,7 @@ class Episode:
             channel=self.channel,
             expires_at=self.expires_at,
             language=self.language,
+            metadata=self.metadata,
         )
 
 
@@ -143,6 +147,7 @@ class Passage:
     channel: Channel = "private"
     expires_at: datetime | None = None
     language: str = ""
+    metadata: Mapping[str, str] = field(default_factory=dict, hash=False)  # the episode's (filters apply to both)
 
     @property
     def passage_id(self) -> str:
@@ -213,6 +218,7 @@ def _context_payload(record: Episode | Passage) -> dict[str, Any]:
         **_time_fields("expires_at", record.expires_at),
         "episode_id": record.episode_id,
         "language": record.language,
+        "metadata": dict(record.metadata),
     }
 
 
@@ -260,57 +266,29 @@ def _passage_payload(passage: Passage) -> dict[str, Any]:
     }
 
 
-class _Malformed(ValueError):
-    pass
-
-
-def _read_time(payload: Mapping[str, Any], name: str) -> datetime | None:
-    text = payload.get(name)
-    if isinstance(text, str) and text:
-        value = datetime.fromisoformat(text)
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    seconds = payload.get(f"{name}_ts")
-    if isinstance(seconds, int | float):
-        return datetime.fromtimestamp(seconds, UTC)
-    return None
-
-
-def _read_str(payload: Mapping[str, Any], name: str, default: str | None = None) -> str:
-    value = payload.get(name)
-    if value is None:
-        if default is None:
-            raise _Malformed(f"no {name}")
-        return default
-    return str(value)
-
-
-def _read_int(payload: Mapping[str, Any], name: str) -> int | None:
-    value = payload.get(name)
-    return None if value is None else int(value)
-
-
 def _read_context(point_id: str, payload: Mapping[str, Any]) -> dict[str, Any]:
-    occurred_at = _read_time(payload, "occurred_at")
+    occurred_at = read_time(payload, "occurred_at")
     if occurred_at is None:
-        raise _Malformed("no occurred_at")
+        raise MalformedPoint("no occurred_at")
     scope = payload.get("scope") or "personal"
     channel = payload.get("channel") or "private"
     if scope not in _SCOPES or channel not in _CHANNELS:
-        raise _Malformed(f"scope {scope!r} / channel {channel!r}")
+        raise MalformedPoint(f"scope {scope!r} / channel {channel!r}")
     return {
-        "episode_id": _read_str(payload, "episode_id", point_id),
-        "session_id": _read_str(payload, "session_id"),
-        "agent_id": _read_str(payload, "agent_id", ""),
+        "episode_id": read_str(payload, "episode_id", point_id),
+        "session_id": read_str(payload, "session_id"),
+        "agent_id": read_str(payload, "agent_id", ""),
         "occurred_at": occurred_at,
         "scope": cast(Scope, scope),
         "channel": cast(Channel, channel),
-        "expires_at": _read_time(payload, "expires_at"),
-        "language": _read_str(payload, "language", ""),
+        "expires_at": read_time(payload, "expires_at"),
+        "language": read_str(payload, "language", ""),
+        "metadata": read_metadata(payload),
     }
 
 
 def _read_episode(point_id: str, payload: Mapping[str, Any]) -> Episode:
-    summary = _read_str(payload, "summary", "")
+    summary = read_str(payload, "summary", "")
     last_recalled = payload.get("last_recalled_at_ts")
     stored_at = payload.get("stored_at_ts")
     source_event_id = payload.get("source_event_id")
@@ -318,19 +296,19 @@ def _read_episode(point_id: str, payload: Mapping[str, Any]) -> Episode:
     return Episode(
         **_read_context(point_id, payload),
         summary=summary,
-        abstract=_read_str(payload, "abstract", summary),
+        abstract=read_str(payload, "abstract", summary),
         entity_names=tuple(str(name) for name in payload.get("entity_names") or ()),
         source_event_id=None if source_event_id is None else str(source_event_id),
         raw_stream=None if raw_stream is None else str(raw_stream),
-        raw_stream_sequence=_read_int(payload, "raw_stream_sequence"),
-        passage_count=_read_int(payload, "passage_count") or 0,
-        recall_count=_read_int(payload, "recall_count") or 0,
+        raw_stream_sequence=read_int(payload, "raw_stream_sequence"),
+        passage_count=read_int(payload, "passage_count") or 0,
+        recall_count=read_int(payload, "recall_count") or 0,
         last_recalled_at_ts=float(last_recalled) if isinstance(last_recalled, int | float) else None,
         stored_at_ts=float(stored_at) if isinstance(stored_at, int | float) else None,
         usage=ModelUsage(
-            model=_read_str(payload, "model", ""),
-            prompt_tokens=_read_int(payload, "prompt_tokens") or 0,
-            completion_tokens=_read_int(payload, "completion_tokens") or 0,
+            model=read_str(payload, "model", ""),
+            prompt_tokens=read_int(payload, "prompt_tokens") or 0,
+            completion_tokens=read_int(payload, "completion_tokens") or 0,
             cost_usd=float(payload.get("cost_usd") or 0.0),
         ),
         importance=read_importance(payload),
@@ -340,15 +318,15 @@ def _read_episode(point_id: str, payload: Mapping[str, Any]) -> Episode:
 
 
 def _read_passage(point_id: str, payload: Mapping[str, Any]) -> Passage:
-    index = _read_int(payload, "index")
+    index = read_int(payload, "index")
     if index is None:
-        raise _Malformed("no index")
-    first_turn = _read_int(payload, "first_turn")
-    last_turn = _read_int(payload, "last_turn")
+        raise MalformedPoint("no index")
+    first_turn = read_int(payload, "first_turn")
+    last_turn = read_int(payload, "last_turn")
     return Passage(
         **_read_context(point_id, payload),
         index=index,
-        text=_read_str(payload, "text"),
+        text=read_str(payload, "text"),
         first_turn=index if first_turn is None else first_turn,
         last_turn=index if last_turn is None else last_turn,
     )
@@ -378,7 +356,7 @@ def read_point_times(point_id: str, payload: Mapping[str, Any]) -> PointTimes:
 def _episode_or_none(point_id: str, payload: Mapping[str, Any]) -> Episode | None:
     try:
         return _read_episode(point_id, payload)
-    except (_Malformed, ValueError, TypeError) as exc:
+    except (MalformedPoint, ValueError, TypeError) as exc:
         log.warning("skipping episode point %s with an unreadable payload: %s", point_id, exc)
         return None
 
@@ -386,7 +364,7 @@ def _episode_or_none(point_id: str, payload: Mapping[str, Any]) -> Episode | Non
 def _passage_or_none(point_id: str, payload: Mapping[str, Any]) -> Passage | None:
     try:
         return _read_passage(point_id, payload)
-    except (_Malformed, ValueError, TypeError) as exc:
+    except (MalformedPoint, ValueError, TypeError) as exc:
         log.warning("skipping passage point %s with an unreadable payload: %s", point_id, exc)
         return None
 
@@ -508,9 +486,28 @@ class EpisodeStore:
         search_filter: SearchFilter | None = None,
     ) -> list[EpisodeHit]:
         """Hybrid search over the owner's episodes (summaries), best first."""
-        hits = await self._index.hybrid_query(
-            EPISODES, owner, dense=dense, sparse=sparse, weights=weights, limit=limit, search_filter=search_filter
+        prepared = PreparedHybrid(EPISODES, owner, sparse, weights, limit, search_filter)
+        return await self.finish_search(prepared, dense)  # nothing read ahead
+
+    async def prepare_search(
+        self,
+        owner: Owner,
+        *,
+        passages: bool,
+        sparse: SparseVector,
+        weights: HybridWeights,
+        limit: int,
+        search_filter: SearchFilter | None = None,
+    ) -> PreparedHybrid:
+        """The first step of `search` (`search_passages` with `passages`), run before the query vector
+        exists (VectorIndex.prepare_hybrid): L0 runs it while the query embeds."""
+        collection = PASSAGES if passages else EPISODES
+        return await self._index.prepare_hybrid(
+            collection, owner, sparse=sparse, weights=weights, limit=limit, search_filter=search_filter
         )
+
+    async def finish_search(self, prepared: PreparedHybrid, dense: Sequence[float] | None) -> list[EpisodeHit]:
+        hits = await self._index.finish_hybrid(prepared, dense)
         return [
             EpisodeHit(e, h.score, h.dense_score, h.keyword_score)
             for h in hits
@@ -528,9 +525,11 @@ class EpisodeStore:
         search_filter: SearchFilter | None = None,
     ) -> list[PassageHit]:
         """Hybrid search over the owner's passages (raw session text), best first."""
-        hits = await self._index.hybrid_query(
-            PASSAGES, owner, dense=dense, sparse=sparse, weights=weights, limit=limit, search_filter=search_filter
-        )
+        prepared = PreparedHybrid(PASSAGES, owner, sparse, weights, limit, search_filter)
+        return await self.finish_passage_search(prepared, dense)  # nothing read ahead
+
+    async def finish_passage_search(self, prepared: PreparedHybrid, dense: Sequence[float] | None) -> list[PassageHit]:
+        hits = await self._index.finish_hybrid(prepared, dense)
         return [
             PassageHit(p, h.score, h.dense_score, h.keyword_score)
             for h in hits

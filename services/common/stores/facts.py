@@ -40,6 +40,7 @@ from services.common.stores.maintenance import (
 from services.common.stores.vector.port import (
     FACTS,
     HybridWeights,
+    PreparedHybrid,
     SearchFilter,
     SparseVector,
     VectorIndex,
@@ -122,6 +123,7 @@ def _fact_payload(fact: Fact, channels: Sequence[str]) -> dict[str, Any]:
             "valid_to_ts": fact.valid_to.timestamp() if fact.valid_to else None,
             "episode_ids": sorted({p.episode_id for p in fact.provenance}),
             "session_ids": sorted({p.session_id for p in fact.provenance if p.session_id}),
+            "metadata": fact.metadata_values,
         }
     )
     return payload
@@ -369,9 +371,24 @@ class FactStore:
         search_filter: SearchFilter | None = None,
     ) -> list[FactHit]:
         """Hybrid search over the owner's facts, best first."""
-        hits = await self._index.hybrid_query(
-            FACTS, owner, dense=dense, sparse=sparse, weights=weights, limit=limit, search_filter=search_filter
+        return await self.finish_search(PreparedHybrid(FACTS, owner, sparse, weights, limit, search_filter), dense)
+
+    async def prepare_search(
+        self,
+        owner: Owner,
+        *,
+        sparse: SparseVector,
+        weights: HybridWeights,
+        limit: int,
+        search_filter: SearchFilter | None = None,
+    ) -> PreparedHybrid:
+        """The first step of `search`, run before the query vector exists (VectorIndex.prepare_hybrid)."""
+        return await self._index.prepare_hybrid(
+            FACTS, owner, sparse=sparse, weights=weights, limit=limit, search_filter=search_filter
         )
+
+    async def finish_search(self, prepared: PreparedHybrid, dense: Sequence[float] | None) -> list[FactHit]:
+        hits = await self._index.finish_hybrid(prepared, dense)
         return [
             FactHit(s, h.score, h.dense_score, h.keyword_score)
             for h in hits

@@ -8,10 +8,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, status
 
-from contracts.events import Channel, Scope
+from contracts.events import METADATA_MAX_KEYS, Channel, Scope
 from services.common.domain.facts import FactStatus
 from services.recall_api.errors import FactRejected, found_or_raise
 from services.recall_api.http.guard import FieldError
+from services.recall_api.http.metadata_query import metadata_pairs
 from services.recall_api.http.routes import ERROR_RESPONSES, NOT_FOUND_DETAIL, Service, Tenant, UserId
 from services.recall_api.service import SessionRejected
 from services.recall_api.write.memory_admin import ListFilters, ListingRefused
@@ -130,6 +131,13 @@ async def memories_list(
     ] = None,
     after: Annotated[datetime | None, Query(description="Occurred at or after (timezone-aware).")] = None,
     before: Annotated[datetime | None, Query(description="Occurred before (timezone-aware).")] = None,
+    metadata: Annotated[
+        list[str],
+        Query(
+            max_length=METADATA_MAX_KEYS,
+            description="Session metadata as KEY:VALUE, repeatable: only memories whose session carried every one.",
+        ),
+    ] = [],  # noqa: B006 (FastAPI copies a query default; it is never mutated)
 ) -> MemoryListResponse:
     """Stable order (episodes, then facts, each by id): paging while memories are written never
     repeats or skips one that existed throughout. Keep the same filters for every page. `status`
@@ -137,7 +145,14 @@ async def memories_list(
     for name, moment in (("after", after), ("before", before)):
         if moment is not None and moment.tzinfo is None:
             raise FieldError(name, f"{name} must carry a timezone (e.g. 2026-05-02T00:00:00Z)")
-    filters = ListFilters(scope=scope, channel=channel, status=status_filter, after=after, before=before)
+    filters = ListFilters(
+        scope=scope,
+        channel=channel,
+        status=status_filter,
+        after=after,
+        before=before,
+        metadata=metadata_pairs(metadata),
+    )
     try:
         return await service.list_memories(tenant, user_id, kind, limit=limit, cursor=cursor, filters=filters)
     except ListingRefused as exc:

@@ -96,9 +96,12 @@ class AutoRecall:
             agent_id=request.agent_id,
             include_superseded=False,
             now=now,
+            metadata=request.metadata,
         )
         try:
-            found = await self.retriever.candidate_set(owner, await pending.ready(), search)
+            # The searches' keyword branches run while the query embeds; they finish with its vector.
+            prepared = await self.retriever.prepare(owner, pending.sparse, search)
+            found = await self.retriever.candidate_set(owner, await pending.ready(), search, prepared)
         finally:
             pending.settle()
         # Working rules come through GET /v1/procedures into the system prompt every turn; here they would be

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from services.common.domain.facts import Fact
@@ -17,7 +17,8 @@ from services.common.gateways.embedder import begin_query
 from services.common.runtime.resources import Resources
 from services.common.stores.episodes import EpisodeHit, EpisodeStore, PassageHit
 from services.common.stores.facts import FactHit, FactStore
-from services.common.stores.vector.port import HybridWeights, SearchFilter, SparseVector
+from services.common.stores.payload_fields import metadata_match
+from services.common.stores.vector.port import HybridWeights, PreparedHybrid, SearchFilter, SparseVector
 from services.recall_api.retrieval import ranking
 from services.recall_api.retrieval.ranking import Candidate, Ranked
 from services.recall_api.retrieval.recall_counts import RecallCountUpdater
@@ -81,6 +82,17 @@ class CandidateSearch:
     agent_id: str | None
     include_superseded: bool
     now: datetime
+    metadata: Mapping[str, str] = field(default_factory=dict)  # session metadata every hit must carry
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedSearches:
+    """The searches of a `CandidateSearch` begun before the query vector exists (their keyword
+    branches read meanwhile: VectorIndex.prepare_hybrid); None for a kind not searched."""
+
+    episodes: PreparedHybrid | None
+    passages: PreparedHybrid | None
+    facts: PreparedHybrid | None
 
 
 def channel_filter(channel: str) -> list[str] | None:
@@ -88,13 +100,23 @@ def channel_filter(channel: str) -> list[str] | None:
     return ["group"] if channel == "group" else None
 
 
-def episode_filter(channel: str, agent_id: str | None, now: datetime) -> SearchFilter:
+def episode_filter(
+    channel: str, agent_id: str | None, now: datetime, metadata: Mapping[str, str] | None = None
+) -> SearchFilter:
     # Expired episodes may still be stored until the pruner's next run; never return them.
-    return SearchFilter(agent_id=agent_id, channels=channel_filter(channel), after=now, time_field="expires_at_ts")
+    return SearchFilter(
+        agent_id=agent_id,
+        channels=channel_filter(channel),
+        after=now,
+        time_field="expires_at_ts",
+        match=metadata_match(metadata or {}),
+    )
 
 
-def fact_filter(channel: str, include_superseded: bool = False) -> SearchFilter:
-    match: dict[str, str | int | bool | Sequence[str]] = {}
+def fact_filter(
+    channel: str, include_superseded: bool = False, metadata: Mapping[str, str] | None = None
+) -> SearchFilter:
+    match: dict[str, str | int | bool | Sequence[str]] = dict(metadata_match(metadata or {}))
     if not include_superseded:
         match["status"] = LIVE_FACT_STATUSES
     return SearchFilter(channels=channel_filter(channel), match=match)
@@ -127,6 +149,32 @@ class CandidateRetriever:
             raise
         return Query(text=text, dense=await embedding, sparse=sparse)
 
+    async def prepare(self, owner: Owner, sparse: SparseVector, search: CandidateSearch) -> PreparedSearches:
+        """Each search's first step, for a query whose vector is still coming (L0: while it embeds)."""
+        episodes = await self.resources.episodes()
+        facts = await self.resources.facts()
+        episode_search = episode_filter(search.channel, search.agent_id, search.now, search.metadata)
+        found: dict[str, PreparedHybrid | None] = {"episodes": None, "passages": None, "facts": None}
+        if "episode" in search.kinds:
+            for name, passages in (("episodes", False), ("passages", True)):
+                found[name] = await episodes.prepare_search(
+                    owner,
+                    passages=passages,
+                    sparse=sparse,
+                    weights=search.weights,
+                    limit=search.fetch,
+                    search_filter=episode_search,
+                )
+        if "fact" in search.kinds:
+            found["facts"] = await facts.prepare_search(
+                owner,
+                sparse=sparse,
+                weights=search.weights,
+                limit=search.fetch,
+                search_filter=fact_filter(search.channel, search.include_superseded, search.metadata),
+            )
+        return PreparedSearches(**found)
+
     async def candidates(
         self, owner: Owner, query: Query, search: CandidateSearch
     ) -> tuple[list[Candidate], float | None]:
@@ -135,14 +183,17 @@ class CandidateRetriever:
         found = await self.candidate_set(owner, query, search)
         return found.candidates, found.top_score
 
-    async def candidate_set(self, owner: Owner, query: Query, search: CandidateSearch) -> CandidateSet:
-        """`candidates`, with the keyword and dense parts of each candidate's best hit."""
+    async def candidate_set(
+        self, owner: Owner, query: Query, search: CandidateSearch, prepared: PreparedSearches | None = None
+    ) -> CandidateSet:
+        """`candidates`, with the keyword and dense parts of each candidate's best hit; the searches
+        `prepared` began (with `query.sparse`, `search`) finish with `query.dense`."""
         episodes = await self.resources.episodes()
         facts = await self.resources.facts()
-        episode_search = episode_filter(search.channel, search.agent_id, search.now)
+        episode_search = episode_filter(search.channel, search.agent_id, search.now, search.metadata)
         (episode_hits, passage_hits), fact_hits = await asyncio.gather(
-            self._episode_hits(episodes, owner, query, search, episode_search),
-            self._fact_hits(facts, owner, query, search),
+            self._episode_hits(episodes, owner, query, search, episode_search, prepared),
+            self._fact_hits(facts, owner, query, search, prepared),
         )
         all_scores = [hit.score for found in (episode_hits, passage_hits, fact_hits) for hit in found]
         top_score = max(all_scores) if all_scores else None
@@ -156,10 +207,20 @@ class CandidateRetriever:
 
     @staticmethod
     async def _episode_hits(
-        store: EpisodeStore, owner: Owner, query: Query, search: CandidateSearch, episode_search: SearchFilter
+        store: EpisodeStore,
+        owner: Owner,
+        query: Query,
+        search: CandidateSearch,
+        episode_search: SearchFilter,
+        prepared: PreparedSearches | None,
     ) -> tuple[list[EpisodeHit], list[PassageHit]]:
         if "episode" not in search.kinds:
             return [], []
+        if prepared is not None and prepared.episodes is not None and prepared.passages is not None:
+            return await asyncio.gather(
+                store.finish_search(prepared.episodes, query.dense),
+                store.finish_passage_search(prepared.passages, query.dense),
+            )
         return await asyncio.gather(
             store.search(
                 owner,
@@ -180,16 +241,20 @@ class CandidateRetriever:
         )
 
     @staticmethod
-    async def _fact_hits(store: FactStore, owner: Owner, query: Query, search: CandidateSearch) -> list[FactHit]:
+    async def _fact_hits(
+        store: FactStore, owner: Owner, query: Query, search: CandidateSearch, prepared: PreparedSearches | None
+    ) -> list[FactHit]:
         if "fact" not in search.kinds:
             return []
+        if prepared is not None and prepared.facts is not None:
+            return await store.finish_search(prepared.facts, query.dense)
         return await store.search(
             owner,
             dense=query.dense,
             sparse=query.sparse,
             weights=search.weights,
             limit=search.fetch,
-            search_filter=fact_filter(search.channel, search.include_superseded),
+            search_filter=fact_filter(search.channel, search.include_superseded, search.metadata),
         )
 
     @staticmethod

@@ -38,6 +38,7 @@ def episode_provenance(episode: Episode) -> dict[str, Any]:
         "entity_names": list(episode.entity_names),
         "model": episode.usage.model,
         "importance": episode.importance,
+        "metadata": dict(episode.metadata),
         # A compressed episode (the pruner folded forgotten episodes into it): every source, oldest first.
         **(
             {

@@ -57,6 +57,7 @@ class MemorySearch:
             agent_id=request.agent_id,
             include_superseded=request.include_superseded,
             now=now,
+            metadata=request.metadata,
         )
         candidates, top_score = await self.retriever.candidates(owner, query, search)
         ranked = ranking.rank_candidates(

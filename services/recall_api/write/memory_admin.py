@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -20,6 +21,7 @@ from services.common.domain.owner import Owner
 from services.common.runtime.resources import Resources
 from services.common.stores.episodes import Episode
 from services.common.stores.facts import StoredFact
+from services.common.stores.payload_fields import metadata_match
 from services.common.stores.vector.port import SearchFilter
 from services.recall_api.errors import FactRejected
 from services.recall_api.write_schemas import (
@@ -84,9 +86,10 @@ class ListFilters:
     status: str | None = None
     after: datetime | None = None
     before: datetime | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
     def search_filter(self, kind: PageKind) -> SearchFilter:
-        match: dict[str, str] = {}
+        match: dict[str, str] = metadata_match(self.metadata)
         if kind == "fact" and self.status is not None:
             match["status"] = self.status
         return SearchFilter(
@@ -107,6 +110,7 @@ def episode_record(episode: Episode) -> MemoryRecord:
         session_id=episode.session_id,
         scope=episode.scope,
         channels=[episode.channel],
+        metadata={key: [value] for key, value in sorted(episode.metadata.items())},
     )
 
 
@@ -128,6 +132,7 @@ def fact_record(stored: StoredFact) -> MemoryRecord:
         valid_from=fact.valid_from.isoformat(),
         valid_to=fact.valid_to.isoformat() if fact.valid_to else None,
         superseded_by=fact.superseded_by,
+        metadata=fact.metadata_values,
     )
 
 
