@@ -152,6 +152,7 @@ def memory_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemorySta
     running = LoggedStack(data_dir, free_port(), base / "up.log")
     with pytest.MonkeyPatch.context() as env:
         env.setenv("TIERMEM_API_KEYS", f'{{"{LOCAL_KEY}": "local", "{OTHER_KEY}": "other"}}')
+        env.setenv("TIERMEM_OPERATOR_TENANTS", '["local"]')  # the Pipeline page is for operators
         try:
             running.start()
             stack = MemoryStack(f"http://127.0.0.1:{running.http_port}", data_dir, running.log_path)
