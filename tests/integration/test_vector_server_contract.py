@@ -24,6 +24,7 @@ from services.common.domain.owner import Owner
 from services.common.stores.vector.port import (
     EPISODES,
     HybridWeights,
+    PreparedHybrid,
     ScoredRecord,
     SearchFilter,
     SparseVector,
@@ -112,6 +113,23 @@ class PrefixedVectorIndex:
             limit=limit,
             search_filter=search_filter,
         )
+
+    async def prepare_hybrid(
+        self,
+        collection: str,
+        owner: Owner,
+        *,
+        sparse: SparseVector,
+        weights: HybridWeights,
+        limit: int,
+        search_filter: SearchFilter | None = None,
+    ) -> PreparedHybrid:
+        return await self._inner.prepare_hybrid(
+            self._name(collection), owner, sparse=sparse, weights=weights, limit=limit, search_filter=search_filter
+        )
+
+    async def finish_hybrid(self, prepared: PreparedHybrid, dense: Sequence[float] | None) -> list[ScoredRecord]:
+        return await self._inner.finish_hybrid(prepared, dense)
 
     async def get(self, collection: str, owner: Owner, ids: Sequence[str]) -> list[StoredRecord]:
         return await self._inner.get(self._name(collection), owner, ids)

@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
+import itertools
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -58,6 +60,8 @@ from services.common.stores.vector.adapter_support import (
     SPARSE_VECTOR,
     TENANT_FIELD,
     USER_FIELD,
+    BranchHit,
+    Conditions,
     check_collection_name,
     fuse_branches,
     owned_payload,
@@ -82,6 +86,7 @@ _ONE_PROCESS_HINT = (
 _FACET_LIMIT = 1_000_000
 # Journal operations a swap may leave for its final replay behind the write gate (writes wait for it).
 _SWAP_TAIL = 64
+_STAMPS = itertools.count()
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +109,8 @@ class _Collection:
     deleted_points: int = 0  # points deleted since the last compaction (counted from this process's start)
     # Writes wait here while a build copies the shard's files (reads go on).
     write_gate: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Changes with every write and swap; unique across collections and reopenings (port.PreparedHybrid).
+    stamp: int = field(default_factory=lambda: next(_STAMPS))
 
 
 class EdgeVectorIndex:
@@ -297,6 +304,7 @@ class EdgeVectorIndex:
                 edge_builds.point_to(self._data_dir, name, built)
                 old_shard, old_path = opened.shard, opened.path
                 opened.shard, opened.path, opened.journal = shard, built, None
+                opened.stamp = next(_STAMPS)
                 switched = True
                 opened.points = shard.info().points_count
         finally:
@@ -432,30 +440,70 @@ class EdgeVectorIndex:
         limit: int,
         search_filter: port.SearchFilter | None = None,
     ) -> list[port.ScoredRecord]:
-        validate_weights(weights)
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
-        opened = self._collection(collection)
-        conditions = owner_conditions(owner, search_filter)
-        ran = search_weights(weights, dense)
+        request = port.PreparedHybrid(collection, owner, sparse, weights, limit, search_filter)
+        return await self.finish_hybrid(request, dense)  # nothing read ahead: finish reads it all
+
+    async def prepare_hybrid(
+        self,
+        collection: str,
+        owner: Owner,
+        *,
+        sparse: port.SparseVector,
+        weights: port.HybridWeights,
+        limit: int,
+        search_filter: port.SearchFilter | None = None,
+    ) -> port.PreparedHybrid:
+        """The keyword branch and its hits' payloads, read ahead under the collection's write stamp."""
+        request = port.PreparedHybrid(collection, owner, sparse, weights, limit, search_filter)
+        opened, conditions = self._search_scope(request)
+        if conditions.matches_nothing or weights.keyword <= 0:
+            return request
+        _, found = BranchSearch(opened.shard, conditions, self._fusion.candidates(limit)).branches(None, sparse)
+        hits = tuple((hit.id, hit.score) for hit in found or ())
+        payloads = retrieve_payloads(opened.shard, owner, [hit_id for hit_id, _ in hits])
+        return dataclasses.replace(request, stamp=opened.stamp, keyword_hits=hits, payloads=payloads)
+
+    async def finish_hybrid(
+        self, prepared: port.PreparedHybrid, dense: Sequence[float] | None
+    ) -> list[port.ScoredRecord]:
+        opened, conditions = self._search_scope(prepared)
+        ran = search_weights(prepared.weights, dense)
         if conditions.matches_nothing or ran is None:
             return []
         query_vector = np.asarray(dense if ran.dense > 0 and dense is not None else (), dtype=np.float32)
         if ran.dense > 0 and query_vector.shape != (opened.dense_dim,):
             raise ValueError(f"dense query has shape {query_vector.shape}, expected ({opened.dense_dim},)")
-        search = BranchSearch(opened.shard, conditions, self._fusion.candidates(limit))
+        search = BranchSearch(opened.shard, conditions, self._fusion.candidates(prepared.limit))
         window: list[qe.FieldCondition] = []
         if ran.dense > 0:
-            backfill = functools.partial(self._backfill_writes, collection, opened)
-            window = self.dense_windows.dense_conditions(opened.shard, collection, owner, backfill)
+            backfill = functools.partial(self._backfill_writes, prepared.collection, opened)
+            window = self.dense_windows.dense_conditions(opened.shard, prepared.collection, prepared.owner, backfill)
+        # What was read ahead stands only if nothing was written since (port.PreparedHybrid).
+        ahead = prepared.stamp == opened.stamp and prepared.keyword_hits is not None
+        known = [BranchHit(hit_id, score) for hit_id, score in prepared.keyword_hits or ()] if ahead else None
         dense_hits, keyword_hits = search.branches(
-            query_vector if ran.dense > 0 else None, sparse if ran.keyword > 0 else None, window
+            query_vector if ran.dense > 0 else None, prepared.sparse if ran.keyword > 0 else None, window, known
         )
         fused = fuse_branches(
-            dense_hits, keyword_hits, query_vector, ran, corpus_size=opened.points, limit=limit, config=self._fusion
+            dense_hits,
+            keyword_hits,
+            query_vector,
+            ran,
+            corpus_size=opened.points,
+            limit=prepared.limit,
+            config=self._fusion,
         )
-        # Every hit passed the search's conditions in its branch, with no await since: read by id.
-        return scored_records(fused, retrieve_payloads(opened.shard, owner, [hit.id for hit in fused]))
+        # Every hit passed the search's conditions in its branch, with no write since: read by id.
+        payloads = dict(prepared.payloads) if ahead else {}
+        unread = [hit.id for hit in fused if hit.id not in payloads]
+        payloads.update(retrieve_payloads(opened.shard, prepared.owner, unread))
+        return scored_records(fused, payloads)
+
+    def _search_scope(self, request: port.PreparedHybrid) -> tuple[_Collection, Conditions]:
+        validate_weights(request.weights)
+        if request.limit < 1:
+            raise ValueError(f"limit must be >= 1, got {request.limit}")
+        return self._collection(request.collection), owner_conditions(request.owner, request.search_filter)
 
     def _is_open(self, collection: str, opened: _Collection) -> bool:
         """Whether `opened` is still the collection's (not closed, nor reopened meanwhile)."""
@@ -526,5 +574,6 @@ def _recount(opened: _Collection) -> None:
 def _apply(opened: _Collection, operation: qe.UpdateOperation) -> None:
     """Apply an update; while a build runs, also journal it for the replay into the built copy."""
     opened.shard.update(operation)
+    opened.stamp = next(_STAMPS)
     if opened.journal is not None:
         opened.journal.append(operation)

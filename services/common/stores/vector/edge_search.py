@@ -33,18 +33,21 @@ class BranchSearch:
         query_vector: np.ndarray[Any, np.dtype[np.float32]] | None,
         sparse: SparseVector | None,
         window: Sequence[qe.FieldCondition] = (),
+        keyword_read: Sequence[BranchHit] | None = None,
     ) -> tuple[list[BranchHit] | None, list[BranchHit] | None]:
         """The dense hits (None: no `query_vector`, the branch does not run) and the keyword hits (None:
-        no `sparse`; empty for a query without keyword terms), each best first."""
+        no `sparse`; empty for a query without keyword terms; `keyword_read` when already read), each best first."""
         requests: list[qe.QueryRequest] = []
         if query_vector is not None:
             requests.append(self._dense(query_vector.tolist(), edge_filter(self.conditions, *window), self.candidates))
         keyword_terms = sparse is not None and bool(sparse.indices)
-        if sparse is not None and keyword_terms:
+        if sparse is not None and keyword_terms and keyword_read is None:
             requests.append(self._keyword(sparse))
         found = iter(self.shard.query_batch(qe.QueryBatchRequest(requests)) if requests else [])
         dense_hits = None if query_vector is None else [branch_hit(point) for point in next(found)]
         keyword_hits = None if sparse is None else [branch_hit(point) for point in next(found, [])]
+        if sparse is not None and keyword_read is not None:
+            keyword_hits = list(keyword_read)
         if dense_hits is not None and keyword_hits and query_vector is not None and np.any(query_vector):
             dense_hits += self._cosines(query_vector, dense_hits, keyword_hits)
         return dense_hits, keyword_hits

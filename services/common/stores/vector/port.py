@@ -68,6 +68,27 @@ class HybridWeights:
     dense: float
 
 
+@dataclass(frozen=True, slots=True)
+class PreparedHybrid:
+    """The first step of a two-step hybrid search (`VectorIndex.prepare_hybrid`): the request, and what
+    the adapter could read without the query vector (`keyword_hits`: id → keyword score, best first;
+    `payloads`: id → payload), valid while the adapter's write stamp is still `stamp`.
+
+    Exact means: `finish_hybrid` answers what the one-step `hybrid_query` answers on the index as it is
+    when `finish_hybrid` runs. A write to the collection between the steps changes the stamp, and
+    finish then reads everything again rather than mix two states of the index."""
+
+    collection: str
+    owner: Owner
+    sparse: SparseVector
+    weights: HybridWeights
+    limit: int
+    search_filter: SearchFilter | None = None
+    stamp: int | None = None  # None: nothing was read ahead
+    keyword_hits: tuple[tuple[str, float], ...] | None = None
+    payloads: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+
+
 class VectorIndex(Protocol):
     """Port implemented by the Qdrant Edge and Qdrant server adapters."""
 
@@ -88,6 +109,25 @@ class VectorIndex(Protocol):
     ) -> list[ScoredRecord]:
         """Hybrid search under the owner's filters, fused scores best first. `dense` None: keywords
         only, as with a dense weight of 0 (the recall layer's query vector missed its deadline)."""
+        ...
+
+    async def prepare_hybrid(
+        self,
+        collection: str,
+        owner: Owner,
+        *,
+        sparse: SparseVector,
+        weights: HybridWeights,
+        limit: int,
+        search_filter: SearchFilter | None = None,
+    ) -> PreparedHybrid:
+        """The part of a hybrid search that needs no query vector, run now (for L0: while the query
+        embeds). An adapter may read nothing ahead and do all the work in `finish_hybrid`."""
+        ...
+
+    async def finish_hybrid(self, prepared: PreparedHybrid, dense: Sequence[float] | None) -> list[ScoredRecord]:
+        """The search `prepared` began, with the query vector (None: keywords only): the answer of
+        `hybrid_query` with the same arguments on the index as it is now (`PreparedHybrid`)."""
         ...
 
     async def get(self, collection: str, owner: Owner, ids: Sequence[str]) -> list[StoredRecord]: ...

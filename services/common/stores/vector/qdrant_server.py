@@ -247,6 +247,32 @@ class QdrantServerVectorIndex:
         )
         return scored_records(fused, payloads)
 
+    async def prepare_hybrid(
+        self,
+        collection: str,
+        owner: Owner,
+        *,
+        sparse: port.SparseVector,
+        weights: port.HybridWeights,
+        limit: int,
+        search_filter: port.SearchFilter | None = None,
+    ) -> port.PreparedHybrid:
+        """Reads nothing ahead: the server answers both branches in one round trip, at finish."""
+        return port.PreparedHybrid(collection, owner, sparse, weights, limit, search_filter)
+
+    async def finish_hybrid(
+        self, prepared: port.PreparedHybrid, dense: Sequence[float] | None
+    ) -> list[port.ScoredRecord]:
+        return await self.hybrid_query(
+            prepared.collection,
+            prepared.owner,
+            dense=dense,
+            sparse=prepared.sparse,
+            weights=prepared.weights,
+            limit=prepared.limit,
+            search_filter=prepared.search_filter,
+        )
+
     async def get(self, collection: str, owner: Owner, ids: Sequence[str]) -> list[port.StoredRecord]:
         conditions = owner_conditions(owner)
         conditions.ids = point_ids(ids)
