@@ -48,7 +48,7 @@ class Call(Generic[ResultT]):
     method: str
     path: str
     result: type[ResultT]
-    params: dict[str, str | int] = field(default_factory=dict)
+    params: Mapping[str, str | int | list[str]] = field(default_factory=dict)  # a list: the key repeated
     body: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -120,10 +120,12 @@ def auto(
     agent_id: str | None = None,
     max_entries: int | None = None,
     token_budget: int | None = None,
+    metadata: Mapping[str, str] | None = None,
 ) -> Call[AutoRecallResponse]:
     """L0, once per turn: the `## Memory Context` section for `message` (plus up to two recent user
     turns), only memories scoring above the server's floor, within `token_budget`. Trivial messages
-    ("ok", "thanks") are skipped without searching (`skipped_reason`)."""
+    ("ok", "thanks") are skipped without searching (`skipped_reason`). `metadata`: only memories from
+    sessions that carried every one of these key/values."""
     body = {
         "user_id": user_id,
         "message": message,
@@ -131,6 +133,7 @@ def auto(
         "agent_id": agent_id,
         "max_entries": max_entries,
         "token_budget": token_budget,
+        "metadata": dict(metadata) if metadata else None,
         "recent_messages": [turn.model_dump() for turn in recent_messages or []],
     }
     return Call("POST", "/v1/recall/auto", AutoRecallResponse, body=_json(body))
@@ -144,6 +147,7 @@ class SearchOptions(TypedDict, total=False):
     channel: Channel
     agent_id: str | None
     include_superseded: bool
+    metadata: Mapping[str, str] | None
 
 
 def search(
@@ -155,10 +159,12 @@ def search(
     channel: Channel = "private",
     agent_id: str | None = None,
     include_superseded: bool = False,
+    metadata: Mapping[str, str] | None = None,
 ) -> Call[SearchResponse]:
     """L1: memories of `user_id` matching `query` (hybrid keyword and vector search over episodes and
     facts), best first, as ids and abstracts; `expand` an id for the whole memory. `kinds` narrows to
-    episodes or facts; superseded fact versions are left out unless `include_superseded`."""
+    episodes or facts; superseded fact versions are left out unless `include_superseded`; `metadata`
+    keeps only memories from sessions that carried every one of these key/values."""
     body = {
         "user_id": user_id,
         "query": query,
@@ -167,6 +173,7 @@ def search(
         "channel": channel,
         "agent_id": agent_id,
         "include_superseded": include_superseded,
+        "metadata": dict(metadata) if metadata else None,
     }
     return Call("POST", "/v1/memories/search", SearchResponse, body=_json(body))
 
@@ -254,12 +261,20 @@ def correct_fact(
 
 
 def list_memories(
-    user_id: str, *, kind: Literal["episode", "fact", "all"] = "all", cursor: str | None = None, limit: int = 50
+    user_id: str,
+    *,
+    kind: Literal["episode", "fact", "all"] = "all",
+    cursor: str | None = None,
+    limit: int = 50,
+    metadata: Mapping[str, str] | None = None,
 ) -> Call[MemoryListResponse]:
-    """A page of `user_id`'s memories in a stable order; pass the returned `next_cursor` for the next."""
-    params: dict[str, str | int] = {"user_id": user_id, "kind": kind, "limit": limit}
+    """A page of `user_id`'s memories in a stable order; pass the returned `next_cursor` for the next
+    (with the same `metadata`, which keeps only memories from sessions that carried every key/value)."""
+    params: dict[str, str | int | list[str]] = {"user_id": user_id, "kind": kind, "limit": limit}
     if cursor is not None:
         params["cursor"] = cursor
+    if metadata:
+        params["metadata"] = [f"{key}:{value}" for key, value in sorted(metadata.items())]
     return Call("GET", "/v1/memories", MemoryListResponse, params=params)
 
 

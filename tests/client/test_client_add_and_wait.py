@@ -139,3 +139,28 @@ async def test_search_takes_the_query_first_and_the_old_order_keeps_its_meaning(
         with pytest.warns(DeprecationWarning, match=r"search\('seats', user_id='bob'\)"):
             assert await client.search("bob", "seats") == found
         assert [item.abstract for item in found.items] == ["The user prefers aisle seats."]
+
+
+async def test_metadata_filters_search_list_and_l0(write_stack: WriteStack) -> None:
+    atlas = [{"role": "user", "content": "I use PostgreSQL for the billing ledger of the atlas project."}]
+    bori = [{"role": "user", "content": "I use Kubernetes for the deploy pipeline of the bori project."}]
+    async with AsyncTiermemClient(write_stack.base_url, ACME_KEY) as client:
+        episodes: dict[str, str | None] = {}
+        for project, said in (("atlas", atlas), ("bori", bori)):
+            accepted = await client.add(said, user_id="dana", metadata={"project": project})
+            status = await client.wait(accepted.event_id, user_id="dana", timeout=90)
+            assert status.state == "consolidated", status
+            episodes[project] = status.episode_id
+        only_atlas = {"project": "atlas"}
+        listed = await client.list_memories("dana", kind="episode", metadata=only_atlas)
+        assert [item.id for item in listed.items] == [episodes["atlas"]]
+        assert listed.items[0].metadata == {"project": ["atlas"]}
+        query = "PostgreSQL Kubernetes billing deploy pipeline"
+        found = await client.search(query, user_id="dana", kinds=["episode"], metadata=only_atlas)
+        assert [item.id for item in found.items] == [episodes["atlas"]]
+        everything = await client.search(query, user_id="dana", kinds=["episode"])
+        assert {item.id for item in everything.items} == set(episodes.values())
+        section = await client.auto("dana", "What do I use PostgreSQL and Kubernetes for?", metadata=only_atlas)
+        assert section.items and {item.id for item in section.items} <= {episodes["atlas"]} | {
+            item.id for item in (await client.list_memories("dana", kind="fact", metadata=only_atlas)).items
+        }
