@@ -4,6 +4,7 @@ sessions that carried it. Two sessions of one user: {"project": "atlas"} and {"p
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -137,3 +138,20 @@ def test_bad_metadata_is_a_422_naming_the_field(http: httpx.Client) -> None:
     assert no_colon.status_code == 422 and no_colon.json()["errors"][0]["field"] == "metadata", no_colon.text
     search = http.post("/v1/memories/search", json={"user_id": USER, "query": "x", "metadata": {"a.b": "x"}})
     assert search.status_code == 422 and search.json()["errors"][0]["field"].startswith("metadata"), search.text
+
+
+def test_the_browser_shows_the_metadata_of_episodes_and_facts(
+    tiermem_up: Stack, http: httpx.Client, episodes: dict[str, str]
+) -> None:
+    key = (tiermem_up.data_dir / "dev-api-key").read_text(encoding="utf-8").strip()
+    fact = next(f for f in listed(http, kind="fact") if f["metadata"] == {"project": ["atlas"]})
+    base_url = f"http://127.0.0.1:{tiermem_up.http_port}"
+    with httpx.Client(base_url=base_url, timeout=60, follow_redirects=True) as ui:
+        assert ui.post("/ui/login", data={"api_key": key}).status_code == 200
+        episode_page = ui.get(f"/ui/u/{USER}/episodes/{episodes['atlas']}")
+        fact_page = ui.get(f"/ui/u/{USER}/facts/{fact['id']}")
+    assert episode_page.status_code == 200 and fact_page.status_code == 200
+    shown = re.search(r'<dd id="episode-metadata">(.*?)</dd>', episode_page.text)
+    assert shown is not None and shown.group(1) == "<code>project</code> atlas"
+    shown = re.search(r'<dd id="fact-metadata">(.*?)</dd>', fact_page.text)
+    assert shown is not None and shown.group(1) == "<code>project</code> atlas"
