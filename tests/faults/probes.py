@@ -97,6 +97,7 @@ def _values(seed: Seed, ids: dict[str, str]) -> dict[str, Any]:
         "value": "Busan",
         "session": seed.session,
         "sessions": [seed.session],
+        "messages": [{"role": "user", "content": "I live in Busan now."}],
         "confirm": ids["user_id"],
         "api_key": seed.api_key,
     }
@@ -140,6 +141,8 @@ def _http_sender(
         data = dict(body or {})
         if form and method == "POST":
             data.setdefault("csrf", getattr(client, "csrf", ""))
+            if isinstance(data.get("messages"), list):  # the browser's form takes one "role: text" turn a line
+                data["messages"] = "\n".join(f"{m['role']}: {m['content']}" for m in data["messages"])
         try:
             response = await client.request(
                 method,
