@@ -18,7 +18,7 @@ import asyncio
 import inspect
 import time
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar, Unpack, overload
 
@@ -144,6 +144,7 @@ class TiermemClient:
         channel: Channel = "private",
         agent_id: str | None = None,
         include_superseded: bool = False,
+        metadata: Mapping[str, str] | None = None,
     ) -> SearchResponse: ...
     @overload
     @deprecated(LEGACY_SEARCH)
@@ -156,7 +157,8 @@ class TiermemClient:
     ) -> SearchResponse:
         """L1: memories of `user_id` matching `query` (hybrid keyword and vector search over episodes and
         facts), best first, as ids and abstracts; `expand` an id for the whole memory. `kinds` narrows to
-        episodes or facts; superseded fact versions are left out unless `include_superseded`.
+        episodes or facts; superseded fact versions are left out unless `include_superseded`; `metadata`
+        keeps only memories from sessions that carried every one of these key/values.
 
         The user is a keyword argument, as in mem0: `search("where does she live?", user_id="alice")`.
         The old order `search("alice", "where does she live?")` still works, meaning what it always
@@ -257,6 +259,7 @@ class AsyncTiermemClient:
         channel: Channel = "private",
         agent_id: str | None = None,
         include_superseded: bool = False,
+        metadata: Mapping[str, str] | None = None,
     ) -> SearchResponse: ...
     @overload
     @deprecated(LEGACY_SEARCH)
@@ -269,7 +272,8 @@ class AsyncTiermemClient:
     ) -> SearchResponse:
         """L1: memories of `user_id` matching `query` (hybrid keyword and vector search over episodes and
         facts), best first, as ids and abstracts; `expand` an id for the whole memory. `kinds` narrows to
-        episodes or facts; superseded fact versions are left out unless `include_superseded`.
+        episodes or facts; superseded fact versions are left out unless `include_superseded`; `metadata`
+        keeps only memories from sessions that carried every one of these key/values.
 
         The user is a keyword argument, as in mem0: `search("where does she live?", user_id="alice")`.
         The old order `search("alice", "where does she live?")` still works, meaning what it always
