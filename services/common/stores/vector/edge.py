@@ -6,12 +6,13 @@ open by `data_dir/edge.lock` (DirInUse, naming the holder's pid).
 
 Threading: every EdgeShard call holds the GIL for its whole duration, so running them in
 `asyncio.to_thread` would free nothing and only add a thread hop: calls run inline. Large upserts are
-written in chunks with a yield to the event loop between chunks. A search makes no await between its
-branches and its payload read, so it sees one state of the shard.
+written in chunks with a yield to the event loop between chunks. A search sees one state of the shard:
+what a two-step search read ahead is used only if no write has changed the collection's stamp since.
 
 Search: both branches in one batch under the owner's filter (a power user's dense branch over their
-recent window: edge_window.py), then the cosine of each keyword hit the dense branch did not return,
-then the payloads of the fused best, read by id. Nothing of an owner's points is kept in memory.
+recent window: edge_window.py) — or the keyword branch and its payloads ahead (prepare_hybrid, while
+L0's query embeds) and the dense one at finish — then the cosine of each keyword hit the dense branch
+did not return, then the payloads of the fused best not yet read, by id. Nothing is kept past a search.
 
 Indexing: Edge builds HNSW only in optimize(), which blocks the whole process (GIL) and rebuilds
 the merged segment, for seconds to minutes as the shard grows. Until then searches scan, which stays
