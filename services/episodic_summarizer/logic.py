@@ -19,7 +19,7 @@ from services.common.domain.importance import coerce_importance
 from services.common.domain.language import detect_language, is_hangul
 from services.common.domain.sentences import split_sentences
 from services.common.domain.speakers import attribute_speakers
-from services.common.domain.trivial import is_trivial_message
+from services.common.domain.trivial import has_nothing_to_remember
 from services.common.gateways import kiwi
 
 # ---- output schema ------------------------------------------------------------------------------
@@ -73,7 +73,9 @@ def is_trivial_session(messages: Sequence[Message]) -> bool:
     """True when every user/assistant turn is a greeting, thanks, acknowledgement or emoji: no episode.
     System and tool turns are ignored (a system prompt alone is not a conversation); a transcript's
     speaker labels ("Caroline: thanks!") are not content."""
-    return all(is_trivial_message(m.content) for m in attribute_speakers(messages) if m.role in _CONVERSATION_ROLES)
+    return all(
+        has_nothing_to_remember(m.content) for m in attribute_speakers(messages) if m.role in _CONVERSATION_ROLES
+    )
 
 
 def session_language(session: SessionCompleted) -> str:
@@ -299,11 +301,11 @@ def _contains_any(text: str, needles: Sequence[str]) -> bool:
 
 
 def _is_filler(sentence: str) -> bool:
-    if is_trivial_message(sentence) or _FILLER_EN.search(sentence) or _contains_any(sentence, _FILLER_KO):
+    if has_nothing_to_remember(sentence) or _FILLER_EN.search(sentence) or _contains_any(sentence, _FILLER_KO):
         return True
     # "Hello Caroline!", "Thanks, Melanie." — a greeting with a name is still a greeting.
     without_names = _CAPITALISED_SPAN.sub(" ", sentence)
-    return len(sentence) < 60 and without_names.strip() != sentence.strip() and is_trivial_message(without_names)
+    return len(sentence) < 60 and without_names.strip() != sentence.strip() and has_nothing_to_remember(without_names)
 
 
 def _korean_proper_nouns(text: str) -> list[str]:

@@ -17,7 +17,7 @@ from services.common.domain.graphemes import (
 from services.common.domain.language import detect_language, hangul_share
 from services.common.domain.sentences import split_sentences
 from services.common.domain.tokens import TokenCounter, bundled_encoding_path
-from services.common.domain.trivial import is_trivial_message
+from services.common.domain.trivial import has_nothing_to_remember, is_trivial_message
 
 # Characters that make cutting hard: Hangul syllables and conjoining jamo, combining accents, emoji
 # with skin tones / ZWJ / variation selectors, flags (regional-indicator pairs), CRLF.
@@ -335,3 +335,17 @@ def test_truncate_to_tokens_property(text: str, budget: int) -> None:
     assert counter.count_tokens(out) <= budget
     if counter.count_tokens(text) <= budget:
         assert out == text
+
+
+def test_punctuation_alone_is_trivial_and_a_longer_sentence_of_small_words_is_searched() -> None:
+    assert is_trivial_message("?") and is_trivial_message("??") and is_trivial_message("…!")
+    assert not is_trivial_message("I have a lot to do today")
+    assert not is_trivial_message("is there anything else I can do for you today")
+
+
+def test_small_talk_questions_are_searched_by_l0_but_give_the_summary_nothing() -> None:
+    for text in ("What's it done for you?", "How was it?", "What's up?", "Is there anything I can do to help?"):
+        assert has_nothing_to_remember(text), text
+    assert not is_trivial_message("How was it?") and not is_trivial_message("what did I do")
+    assert not has_nothing_to_remember("Gonna continue my edu and check out career options")
+    assert has_nothing_to_remember("Thanks, glad to help!") and has_nothing_to_remember("👍")

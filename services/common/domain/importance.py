@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from services.common.domain.sentences import split_sentences
-from services.common.domain.trivial import is_trivial_message
+from services.common.domain.trivial import has_nothing_to_remember
 
 DEFAULT_IMPORTANCE = 0.5
 """The importance of a memory stored before importance was scored (and of anything unscored)."""
@@ -150,7 +150,7 @@ def sentence_importance(sentence: str) -> float:
     text = " ".join(sentence.split())
     if not text:
         return 0.0
-    if is_trivial_message(text):
+    if has_nothing_to_remember(text):
         return TRIVIAL
     cues = matched_cues(text)
     if not cues:

@@ -1,15 +1,17 @@
 """Trivial messages: acknowledgements, thanks, greetings, laughter and emoji, in English and Korean.
 
-One rule serves every caller: L0 skips memory search for them, the summarizer makes no episode of a
-session made only of them and drops them from summaries, and importance scores them low. A message is
-trivial when it has nothing to search for and nothing to remember:
+Two callers want two different questions answered, over the same word lists:
 
-- it is empty, or only emoji, punctuation and symbols; or
-- every word is an acknowledgement word ("ok", "thanks", "ㅇㅋ", "고마워", laughter, "넵넵", "감사합니다요")
-  or a courtesy word ("glad", "help", "anything", "무엇을"), and either one of them is an
-  acknowledgement or the message asks nothing (no question mark, no leading question word). So the
-  assistant's "안녕하세요! 무엇을 도와드릴까요?" and "You're welcome! Anything else?" are trivial, while
-  "what did I do" and "How was it?" are questions memory can answer.
+- `is_trivial_message` (L0): is there nothing to search memory for? A message is trivial when it is
+  empty or only emoji, punctuation and symbols; or when it has at most six words, every one an
+  acknowledgement word ("ok", "thanks", "ㅇㅋ", "고마워", laughter, "넵넵", "감사합니다요") or a courtesy
+  word ("glad", "help", "anything", "무엇을"), and either one of them is an acknowledgement or the message
+  asks nothing (no question mark, no leading question word). So the assistant's "안녕하세요! 무엇을
+  도와드릴까요?" is trivial, while "what did I do" and "How was it?" are questions memory can answer, and a
+  longer sentence of small words ("I have a lot to do today") is searched.
+- `has_nothing_to_remember` (the summarizer: no episode of a session made only of these, no summary
+  sentence from them; importance scores them low): every word is an acknowledgement or courtesy word,
+  questions included, since small talk such as "What's it done for you?" or "How was it?" states nothing.
 """
 
 from __future__ import annotations
@@ -78,14 +80,29 @@ _WORD = re.compile(r"[^\W_]+")
 _KO_SOFT_SUFFIX = re.compile("(?:요|용|여|염|욤|당|다|\u1112+|\u110f+|~+)$")
 
 
+_MAX_TRIVIAL_WORDS = 6  # a longer message of small words says something worth searching for
+
+
 def is_trivial_message(text: str) -> bool:
-    """True for messages with nothing to search memory for and nothing to remember: empty, only emoji
-    or punctuation, or only acknowledgement / thanks / greeting / laughter words in English or Korean
+    """True for messages with nothing to search memory for (L0 skips them): empty, only emoji or
+    punctuation, or a few acknowledgement / thanks / greeting / laughter words in English or Korean
     ("ok", "thanks!", "ㅇㅋ", "고마워", "네 감사합니다", "ㅋㅋㅋ", "👍", "안녕하세요! 무엇을 도와드릴까요?")."""
     words = _WORD.findall(_nfkc(text))
-    if not all(_is_acknowledgement(word) or word in _COURTESY_WORDS for word in words):
+    if not words:
+        return True
+    if len(words) > _MAX_TRIVIAL_WORDS or not _only_small_words(words):
         return False
     return any(_is_acknowledgement(word) for word in words) or not _asks(text, words)
+
+
+def has_nothing_to_remember(text: str) -> bool:
+    """True for messages that state nothing to keep in a summary: empty, only emoji or punctuation, or
+    only acknowledgement and courtesy words, small-talk questions included ("How was it?")."""
+    return _only_small_words(_WORD.findall(_nfkc(text)))
+
+
+def _only_small_words(words: list[str]) -> bool:
+    return all(_is_acknowledgement(word) or word in _COURTESY_WORDS for word in words)
 
 
 def _asks(text: str, words: list[str]) -> bool:
