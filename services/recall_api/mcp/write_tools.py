@@ -27,6 +27,7 @@ from services.recall_api.write_schemas import (
     ForgetAccepted,
     MemoryListResponse,
     MemoryRecord,
+    SessionBatchItem,
     SessionBatchResponse,
 )
 
@@ -100,8 +101,16 @@ def _add_session_tools(
 
 def all_rejected(batch: SessionBatchResponse) -> str:
     """The tool error for a batch of which no record was stored: each record's reason, in order."""
-    reasons = [f"sessions[{item.index}]: {item.error.detail if item.error else 'rejected'}" for item in batch.items]
+    reasons = [f"sessions[{item.index}]: {_rejection(item)}" for item in batch.items]
     return "no session was added, every one was rejected: " + "; ".join(reasons)
+
+
+def _rejection(item: SessionBatchItem) -> str:
+    """One record's reason, naming the field it is about (as the HTTP batch's error shape does)."""
+    if item.error is None:
+        return "rejected"
+    named = [f"{error.field}: {error.reason}" for error in item.error.errors if error.field]
+    return "; ".join(named) or item.error.detail
 
 
 def _add_listing_tools(
