@@ -37,6 +37,7 @@ from tiermem_client.models import (
     SessionAccepted,
 )
 from tiermem_client.procedures import PROCEDURE_ATTRIBUTE_PREFIX, PROCEDURE_SUBJECT, rule_topic
+from tiermem_client.session_models import OpenSession, SessionEnded, TurnsAccepted
 
 ResultT = TypeVar("ResultT", bound=BaseModel)
 Channel = Literal["private", "group"]
@@ -103,6 +104,55 @@ def add(
         locale=locale,
     )
     return Call("POST", "/v1/sessions", SessionAccepted, body=_json(body))
+
+
+def _turn(turn: MessageInput) -> dict[str, Any]:
+    if isinstance(turn, BaseModel):
+        return turn.model_dump(mode="json", exclude_none=True)
+    return {key: value for key, value in dict(turn).items() if value is not None}
+
+
+def add_turns(
+    user_id: str,
+    session_id: str,
+    messages: Sequence[MessageInput],
+    *,
+    agent_id: str | None = None,
+    channel: Channel | None = None,
+    scope: Scope | None = None,
+    locale: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> Call[TurnsAccepted]:
+    """Append turns to an open session as they happen (Zep's `add_messages`); the first append opens it.
+
+    `messages` are `{"role": ..., "content": ..., "ts"?: ..., "name"?: ..., "turn_id"?: ...}` dicts (or
+    models), oldest first. Give each turn a `turn_id` to make a retry safe: a turn_id the session already
+    holds is a duplicate. `agent_id`, `channel`, `scope`, `locale` and `metadata` describe the session on
+    its first append. The session becomes one conversation in memory when `end_session` is called, or by
+    itself after the server's idle timeout. A closed session raises `InvalidRequestError` (409)."""
+    body = {
+        "messages": [_turn(turn) for turn in messages],
+        "agent_id": agent_id,
+        "channel": channel,
+        "scope": scope,
+        "locale": locale,
+        "metadata": dict(metadata) if metadata is not None else None,
+    }
+    path = f"/v1/users/{_segment(user_id)}/sessions/{_segment(session_id)}/messages"
+    return Call("POST", path, TurnsAccepted, body=_json(body))
+
+
+def end_session(user_id: str, session_id: str) -> Call[SessionEnded]:
+    """End an open session: its turns become one conversation in memory (follow the returned `event_id`
+    with `wait`). Ending it again answers the same event with `duplicate=True`."""
+    path = f"/v1/users/{_segment(user_id)}/sessions/{_segment(session_id)}/end"
+    return Call("POST", path, SessionEnded)
+
+
+def read_session(user_id: str, session_id: str) -> Call[OpenSession]:
+    """A per-turn session as it is now: `open` with its buffered turns, or `closing`/`closed` with the
+    `event_id` it became."""
+    return Call("GET", f"/v1/users/{_segment(user_id)}/sessions/{_segment(session_id)}", OpenSession)
 
 
 def event_status(user_id: str, event_id: str) -> Call[EventStatus]:

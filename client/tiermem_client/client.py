@@ -170,6 +170,9 @@ class TiermemClient:
 
     add = _sync(calls.add)
     add_session = _sync(calls.add_session)
+    add_turns = _sync(calls.add_turns)
+    end_session = _sync(calls.end_session)
+    read_session = _sync(calls.read_session)
     event_status = _sync(calls.event_status)
     auto = _sync(calls.auto)
     expand = _sync(calls.expand)
@@ -285,6 +288,9 @@ class AsyncTiermemClient:
 
     add = _async(calls.add)
     add_session = _async(calls.add_session)
+    add_turns = _async(calls.add_turns)
+    end_session = _async(calls.end_session)
+    read_session = _async(calls.read_session)
     event_status = _async(calls.event_status)
     auto = _async(calls.auto)
     expand = _async(calls.expand)

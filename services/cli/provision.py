@@ -55,6 +55,7 @@ async def provision_everything(settings: TierMemSettings) -> ProvisionReport:
     from services.cli.stack import all_services
     from services.common.runtime.provisioning import exhausted_watch_durable, provision, stream_configs
     from services.common.runtime.resources import Resources
+    from services.common.stores.open_sessions import OpenSessionStore
     from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
 
     subjects = Subjects(settings.nats.subject_root)
@@ -69,6 +70,9 @@ async def provision_everything(settings: TierMemSettings) -> ProvisionReport:
     try:
         await _step(f"cannot reach NATS at {settings.nats.url}", resources.jetstream())
         await _step("streams and consumers", provision(await resources.jetstream(), settings.nats, consumers))
+        # The recall API's bucket of per-turn sessions still open (it also creates it when it starts).
+        open_sessions = OpenSessionStore(await resources.jetstream(), subjects, replicas=settings.nats.replicas)
+        await _step("open-session bucket", open_sessions.open())
         # Opening the index ensures each collection and its payload indexes.
         await _step(f"vector collections ({settings.vector.backend} at {vector_at})", resources.vector_index())
         # Opening the graph runs the backend's schema bootstrap (uniqueness constraints on Neo4j).

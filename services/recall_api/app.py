@@ -22,6 +22,7 @@ from services.recall_api.http.procedure_routes import procedures_router
 from services.recall_api.http.routes import router
 from services.recall_api.http.telemetry import HttpTelemetry
 from services.recall_api.http.throttle import FailureThrottle
+from services.recall_api.http.turn_routes import turn_router
 from services.recall_api.http.unavailable import install_unavailable_handler
 from services.recall_api.http.write_routes import write_router
 from services.recall_api.mcp.server import build_mcp_server, streamable_http_endpoint
@@ -60,6 +61,7 @@ def create_app(settings: RecallApiSettings | None = None, resources: Resources |
         if root is not None:
             await root.start()
         await service.start()
+        service.start_idle_closer()  # here, not in `tiermem mcp`: the served app always runs
         try:
             async with mcp.session_manager.run():
                 yield
@@ -91,6 +93,7 @@ def create_app(settings: RecallApiSettings | None = None, resources: Resources |
     )
     app.include_router(router)
     app.include_router(write_router)
+    app.include_router(turn_router)
     app.include_router(procedures_router)
     # The memory browser under /ui (its own cookie sessions; not behind the Bearer guard).
     install_ui(app, max_sessions=settings.ui_max_sessions)

@@ -10,6 +10,7 @@ the tokenizer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from nats.aio.client import Client as NatsClient
@@ -46,6 +47,8 @@ from services.recall_api.settings import RecallApiSettings
 from services.recall_api.write import erasure_requests, sessions_in
 from services.recall_api.write.event_status import event_status
 from services.recall_api.write.memory_admin import ListFilters, MemoryAdmin, erasure_target, fact_record
+from services.recall_api.write.turn_schemas import OpenSessionView, SessionEnded, TurnsAccepted, TurnsRequest
+from services.recall_api.write.turns_in import OpenSessions
 from services.recall_api.write_schemas import (
     CorrectionRequest,
     CorrectionResponse,
@@ -81,6 +84,16 @@ class RecallService:
         self._facts = FactMemory(settings, resources, self.token_counter, self.metrics, self.recall_counts)
         self._procedures = ProcedureMemory(settings, resources, self.token_counter, self.recall_counts)
         self._admin = MemoryAdmin(resources)
+        self.open_sessions = OpenSessions(
+            self.nats,
+            self.subjects,
+            settings.limits,
+            idle_s=settings.open_session_idle_s,
+            sweep_s=settings.open_session_sweep_s,
+            closed_keep_s=settings.open_session_closed_keep_s,
+            replicas=settings.nats.replicas,
+        )
+        self._idle_closer: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -97,8 +110,19 @@ class RecallService:
         except Exception as exc:  # a remote embedder may be down now and fine later: serve, and say so
             log.warning("recall-api warm-up failed (the first requests will be slow or fail): %s", exc)
 
+    def start_idle_closer(self) -> None:
+        """Complete idle per-turn sessions in the background (the HTTP app runs it; write/turns_in.py
+        says why here and why two replicas may both run it)."""
+        if self._idle_closer is None:
+            self._idle_closer = asyncio.create_task(self.open_sessions.run_closer(), name="open-session-closer")
+
     async def stop(self) -> None:
         # The broker connection belongs to `resources`; whoever owns them closes it.
+        if self._idle_closer is not None:
+            self._idle_closer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._idle_closer
+            self._idle_closer = None
         await self.recall_counts.stop()
 
     def token_counter(self) -> TokenCounter:
@@ -164,6 +188,9 @@ class RecallService:
     async def request_erasure(
         self, tenant_id: str, user_id: str, *, idempotency_key: str | None = None, reason: str | None = None
     ) -> ErasureAccepted:
+        # The user's buffered turns go before the cut is read: a session that was closing then either
+        # published below the cut (erased with the rest) or sees its record gone and deletes its event.
+        await self.open_sessions.erase_user(Owner(tenant_id, user_id))
         return await erasure_requests.request_erasure(
             self.nats,
             self.subjects,
@@ -188,6 +215,15 @@ class RecallService:
 
     async def add_sessions(self, tenant_id: str, records: list[object]) -> SessionBatchResponse:
         return await sessions_in.publish_batch(self.nats, self.subjects, tenant_id, records, self.settings.limits)
+
+    async def add_turns(self, tenant_id: str, user_id: str, session_id: str, request: TurnsRequest) -> TurnsAccepted:
+        return await self.open_sessions.append(Owner(tenant_id, user_id), session_id, request)
+
+    async def end_session(self, tenant_id: str, user_id: str, session_id: str) -> SessionEnded | None:
+        return await self.open_sessions.end(Owner(tenant_id, user_id), session_id)
+
+    async def open_session(self, tenant_id: str, user_id: str, session_id: str) -> OpenSessionView | None:
+        return await self.open_sessions.read(Owner(tenant_id, user_id), session_id)
 
     async def event_status(self, tenant_id: str, user_id: str, event_id: str) -> EventStatus | None:
         client = await self.nats()

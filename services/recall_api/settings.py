@@ -158,6 +158,23 @@ class RecallApiSettings(TierMemSettings):
             "leave room for a batch of sessions; each session is also held to the ingest size limits."
         ),
     )
+    open_session_idle_s: float = Field(
+        default=1800.0,
+        gt=0,
+        description="A per-turn session (POST /v1/users/{user_id}/sessions/{session_id}/messages) with no new turn "
+        "for this long is completed, as by its /end.",
+    )
+    open_session_sweep_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="How often the recall API looks for idle per-turn sessions to complete.",
+    )
+    open_session_closed_keep_s: float = Field(
+        default=7 * 24 * 3600.0,
+        gt=0,
+        description="How long a completed per-turn session's record (its event id, no turns) is kept, so a "
+        "retried /end is answered as a duplicate.",
+    )
     event_status_scan_limit: int = Field(
         default=10_000, ge=1, description="Most stream messages GET /v1/events/{id} reads per subject filter."
     )

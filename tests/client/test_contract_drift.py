@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 import tiermem_client
 from pydantic import BaseModel
-from tiermem_client import events, models
+from tiermem_client import events, models, session_models
 
 from contracts import Message as ServerMessage
 from contracts import SessionCompleted as ServerSessionCompleted
 from services.recall_api import schemas, write_schemas
 from services.recall_api.facts import procedures
+from services.recall_api.write import turn_schemas
 
 
 @pytest.mark.parametrize(
@@ -48,6 +49,10 @@ MIRRORS: list[tuple[type[BaseModel], type[BaseModel]]] = [
     (models.ErrorDetail, write_schemas.ErrorDetail),
     (models.ProcedureRule, procedures.ProcedureRule),
     (models.ProceduresResponse, procedures.ProceduresResponse),
+    (session_models.TurnsAccepted, turn_schemas.TurnsAccepted),
+    (session_models.SessionEnded, turn_schemas.SessionEnded),
+    (session_models.SessionTurn, turn_schemas.TurnOut),
+    (session_models.OpenSession, turn_schemas.OpenSessionView),
 ]
 
 

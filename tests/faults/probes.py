@@ -27,7 +27,10 @@ EMPTY_USER = "probe-nobody"
 # Routes whose repetition would change the seeded state, so they run for nobody: logout would end
 # the browser session the /ui probes use (it touches no store).
 SKIPPED = {("POST", "/ui/logout")}
-_DESTRUCTIVE = re.compile(r"/(forget|erase|correct|corrections)$")
+# Ending a per-turn session is one too: after it, appending to the seeded open session would be a 409.
+_DESTRUCTIVE = re.compile(r"/(forget|erase|correct|corrections|end)$")
+OPEN_SESSION = "probe-open"
+"""The seed user's per-turn session (opened by the seed, so reading it is a 200 from the first round)."""
 _CSRF = re.compile(r'name="csrf"\s+value="([^"]+)"')
 
 
@@ -98,6 +101,7 @@ def _values(seed: Seed, ids: dict[str, str]) -> dict[str, Any]:
         "session": seed.session,
         "sessions": [seed.session],
         "messages": [{"role": "user", "content": "I live in Busan now."}],
+        "session_id": OPEN_SESSION,
         "confirm": ids["user_id"],
         "api_key": seed.api_key,
     }

@@ -39,7 +39,7 @@ from services.pruner.handlers import DEFINITION as PRUNER
 from services.recall_api.app import create_app
 from services.recall_api.settings import RecallApiSettings
 from services.semantic_extractor.handlers import DEFINITION as SEMANTIC
-from tests.faults.probes import SEED_USER, Outcome, Probe, Seed, http_probes, login, mcp_probes
+from tests.faults.probes import OPEN_SESSION, SEED_USER, Outcome, Probe, Seed, http_probes, login, mcp_probes
 from tests.integration.test_recall_api import API_KEYS, serving
 from tests.integration.test_recall_api import embedder as embedder
 from tests.integration.test_recall_api import keywords as keywords
@@ -215,6 +215,11 @@ async def _seed(http: httpx.AsyncClient) -> Seed:
         items = listed.json()["items"]
         return items[0]["id"] if items else None
 
+    opened = await http.post(
+        f"/v1/users/{SEED_USER}/sessions/{OPEN_SESSION}/messages",
+        json={"messages": [{"role": "user", "content": "I am still unpacking boxes in Busan."}]},
+    )
+    assert opened.status_code == 202, opened.text
     episode_id = await wait_for(consolidated, timeout_s=90, what="the seed session to be consolidated")
     fact_id = await wait_for(a_fact, timeout_s=90, what="a fact from the seed session")
     return Seed(session, ACME_KEY, str(event.event_id), episode_id, fact_id)

@@ -18,6 +18,7 @@ from services.cli.servers.net import free_port
 from services.cli.stack import all_services
 from services.common.runtime.provisioning import consumer_config, exhausted_watch_durable
 from services.common.runtime.settings import NatsSettings
+from services.common.stores.open_sessions import OpenSessionStore
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
 from tests.fixtures.falkordb import FalkorDBGraph
 
@@ -87,6 +88,7 @@ async def test_provision_creates_everything_and_is_idempotent(
     ):
         await js.stream_info(stream)
         assert stream in out
+    await js.key_value(OpenSessionStore(js, subjects).bucket)  # per-turn sessions' bucket: raises when absent
 
     for collection in (EPISODES, PASSAGES, FACTS):
         assert any((tmp_path / "edge" / collection).iterdir()), f"collection {collection} was created"

@@ -1,0 +1,198 @@
+"""Open sessions: the turns a streaming chat system has sent for a session that has not ended yet,
+buffered durably in a JetStream key-value bucket until the session is completed into one
+`SessionCompleted` (by `.../end` or the idle closer).
+
+One key per session, `<tenant>.<user>.<session>` (ids are subject tokens, all valid key characters),
+holding the whole record. Every change is a compare-and-set on the key's revision (`swap`), so two
+appends, an append and a close, or two replicas closing the same session never lose an update: the
+loser re-reads and decides again. The record is bounded by the ingest size limits (the session it
+completes into must fit them), which keep it under JetStream's largest message.
+
+A record lives in three states: `open` (turns may be appended), `closing` (its event id is fixed and
+its turns are frozen; the SessionCompleted is being published) and `closed` (published: the turns
+are dropped from the bucket, their text now lives in the session stream, where erasure and
+forgetting reach it). Every call takes the `Owner` first; the key always holds tenant and user."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from nats.js import JetStreamContext
+from nats.js import api as js_api
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
+from nats.js.kv import KeyValue
+from pydantic import BaseModel, ConfigDict, Field
+
+from contracts import Subjects
+from contracts.events import Channel, Message, Scope
+from services.common.domain.owner import Owner
+
+SessionState = Literal["open", "closing", "closed"]
+
+
+class OpenSessionRecord(BaseModel):
+    """One buffered session. `turn_ids[i]` is the client's id of `turns[i]` (None when it sent none)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    generation: str = Field(
+        default_factory=lambda: uuid.uuid4().hex,
+        description="Chosen when the session opened: a session id used again after its record was erased or "
+        "expired is another session, with another event id.",
+    )
+    agent_id: str
+    channel: Channel
+    scope: Scope
+    locale: str | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+    turns: list[Message] = Field(default_factory=list)
+    turn_ids: list[str | None] = Field(default_factory=list)
+    turn_count: int = Field(default=0, ge=0, description="Turns appended (kept once the turns are dropped).")
+    state: SessionState = "open"
+    opened_at: datetime
+    last_turn_at: datetime = Field(description="When a turn was last appended (server time): the idle clock.")
+    closed_at: datetime | None = None
+    closed_by: Literal["end", "idle"] | None = None
+    event_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """A record and the key's revision it was read at (the compare-and-set's expectation)."""
+
+    record: OpenSessionRecord
+    revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionKey:
+    """Where a record is: its owner and session id."""
+
+    owner: Owner
+    session_id: str
+
+
+class SessionChanged(RuntimeError):
+    """The record changed (or vanished) since it was read at the given revision."""
+
+
+@dataclass
+class OpenSessionStore:
+    """Open-session records of one subject root, in one JetStream key-value bucket."""
+
+    js: JetStreamContext
+    subjects: Subjects
+    replicas: int = 1
+    _kv: KeyValue | None = field(default=None, repr=False)
+
+    @property
+    def bucket(self) -> str:
+        return self.subjects.session_stream.removesuffix("_SESSIONS") + "_OPEN_SESSIONS"
+
+    async def _bucket(self) -> KeyValue:
+        if self._kv is None:
+            try:
+                self._kv = await self.js.key_value(self.bucket)
+            except BucketNotFoundError:
+                self._kv = await self.js.create_key_value(
+                    js_api.KeyValueConfig(
+                        bucket=self.bucket,
+                        description="Turns of sessions still open, per tenant, user and session.",
+                        replicas=self.replicas,
+                        storage=js_api.StorageType.FILE,
+                        # Reads go to the stream leader: an append must see the close (and the erasure)
+                        # that came before it, never a lagging replica's older record.
+                        direct=False,
+                    )
+                )
+        return self._kv
+
+    async def open(self) -> None:
+        """Open (create if needed) the bucket now, so the first append does not pay for it."""
+        await self._bucket()
+
+    async def get(self, owner: Owner, session_id: str) -> StoredSession | None:
+        kv = await self._bucket()
+        try:
+            entry = await kv.get(_key(owner, session_id))
+        except KeyNotFoundError:  # deleted or purged keys too (KeyDeletedError is one)
+            return None
+        if not entry.value or entry.revision is None:
+            return None
+        return StoredSession(OpenSessionRecord.model_validate_json(entry.value), entry.revision)
+
+    async def swap(
+        self, owner: Owner, session_id: str, decide: Callable[[StoredSession | None], OpenSessionRecord | None]
+    ) -> StoredSession | None:
+        """Compare-and-set of one record: `decide` maps what is stored to what should be (None: leave it
+        as it is, or absent), retried when another writer changed it in between. `decide` may raise to
+        refuse; what it raises reaches the caller. Returns what is stored afterwards."""
+        kv = await self._bucket()
+        key = _key(owner, session_id)
+        while True:
+            current = await self.get(owner, session_id)
+            wanted = decide(current)
+            if wanted is None or (current is not None and wanted == current.record):
+                return current
+            try:
+                data = wanted.model_dump_json().encode("utf-8")
+                if current is None:
+                    revision = await kv.create(key, data)
+                else:
+                    revision = await kv.update(key, data, last=current.revision)
+            except KeyWrongLastSequenceError:
+                continue
+            return StoredSession(wanted, revision)
+
+    async def replace(self, key: SessionKey, expected: StoredSession, record: OpenSessionRecord) -> StoredSession:
+        """Write `record` only if the key is still at `expected.revision`; SessionChanged otherwise."""
+        kv = await self._bucket()
+        try:
+            revision = await kv.update(
+                _key(key.owner, key.session_id), record.model_dump_json().encode("utf-8"), last=expected.revision
+            )
+        except KeyWrongLastSequenceError as exc:
+            raise SessionChanged(f"session {key.session_id} changed since revision {expected.revision}") from exc
+        return StoredSession(record, revision)
+
+    async def remove(self, key: SessionKey, expected: StoredSession) -> None:
+        """Delete the record if it is still at `expected.revision` (a newer one is left alone)."""
+        kv = await self._bucket()
+        try:
+            await kv.delete(_key(key.owner, key.session_id), last=expected.revision)
+        except KeyWrongLastSequenceError:
+            return
+
+    async def erase_user(self, owner: Owner) -> int:
+        """Remove every record of the owner, turns and all revisions (a user's erasure); returns how
+        many were removed. A record created after this call is kept: it holds only later turns."""
+        kv = await self._bucket()
+        removed = 0
+        for key in await self.keys(owner):
+            await kv.purge(_key(key.owner, key.session_id))
+            removed += 1
+        return removed
+
+    async def keys(self, owner: Owner | None = None) -> list[SessionKey]:
+        """The sessions with a record (of one owner, or of everyone for the idle closer), from the
+        bucket's subjects; keys whose last operation removed them are left out by `get`, not here."""
+        kv_subject = f"$KV.{self.bucket}."
+        wanted = kv_subject + (f"{owner.tenant_id}.{owner.user_id}.*" if owner is not None else "*.*.*")
+        await self._bucket()
+        try:
+            info = await self.js.stream_info(f"KV_{self.bucket}", subjects_filter=wanted)
+        except NotFoundError:
+            return []
+        keys: list[SessionKey] = []
+        for subject in info.state.subjects or {}:
+            tenant_id, user_id, session_id = str(subject).removeprefix(kv_subject).split(".", 2)
+            keys.append(SessionKey(Owner(tenant_id, user_id), session_id))
+        return keys
+
+
+def _key(owner: Owner, session_id: str) -> str:
+    return f"{owner.tenant_id}.{owner.user_id}.{session_id}"
