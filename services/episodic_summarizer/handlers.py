@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from faststream.nats import NatsBroker
 
@@ -12,7 +12,10 @@ from contracts import EpisodeCreated, SessionCompleted, SizeLimitExceeded, Subje
 from services.common.domain.ids import owned_uuid, owner_message_id
 from services.common.domain.importance import messages_importance
 from services.common.domain.language import detect_language
+from services.common.domain.nicknames import speaker_aliases
 from services.common.domain.owner import Owner
+from services.common.domain.relative_time import format_day
+from services.common.domain.speakers import attribute_speakers
 from services.common.runtime.durable_consumer import Delivery, PoisonMessage, durable_subscriber
 from services.common.runtime.provisioning import ConsumerSpec
 from services.common.runtime.resources import ServiceContext
@@ -29,6 +32,7 @@ from services.episodic_summarizer.logic import (
     is_trivial_session,
     make_abstract,
 )
+from services.episodic_summarizer.passages import ChatShape
 from services.episodic_summarizer.settings import EpisodicSummarizerSettings
 
 log = logging.getLogger(__name__)
@@ -72,6 +76,23 @@ async def handle_session(
         await _consolidate(event, owner, delivery, ctx, guard)
 
 
+def _chat_shape(
+    event: SessionCompleted,
+    language: str,
+    settings: EpisodicSummarizerSettings,
+    aliases: Mapping[str, tuple[str, ...]],
+) -> ChatShape:
+    """How this session's chat is read into passages, from the settings."""
+    return ChatShape(
+        burst_gap=settings.burst_gap,
+        segment_gap=settings.segment_gap,
+        max_turns=settings.passage_max_turns or None,
+        dates_from=event.started_at if settings.relative_dates else None,
+        aliases=aliases,
+        header=format_day(event.started_at.date(), language) if settings.passage_date_header else None,
+    )
+
+
 async def _consolidate(
     event: SessionCompleted,
     owner: Owner,
@@ -82,11 +103,14 @@ async def _consolidate(
     language = (event.locale or "").split("-")[0].lower() or detect_language(
         " ".join(m.content for m in event.messages)
     )
-    chunks = chunk_passages(event.messages, max_chars=ctx.settings.passage_max_chars)
+    settings = ctx.settings
+    aliases = speaker_aliases(attribute_speakers(event.messages)) if settings.speaker_aliases else {}
+    shape = _chat_shape(event, language, settings, aliases)
+    chunks = chunk_passages(event.messages, max_chars=settings.passage_max_chars, shape=shape)
     # The passages do not depend on the summary: embed them while the LLM writes it.
     embedding = asyncio.ensure_future(ctx.resources.embedder().embed_passages([c.text for c in chunks]))
     try:
-        await _write_episode(event, owner, language, chunks, embedding, delivery, ctx, guard)
+        await _write_episode(event, owner, language, chunks, aliases, embedding, delivery, ctx, guard)
     finally:
         # Not awaited when the summary failed (embedded again on redelivery): drop it, and mark an
         # embedding failure as seen, since the summary's error is the one that is raised.
@@ -99,6 +123,7 @@ async def _write_episode(
     owner: Owner,
     language: str,
     chunks: Sequence[PassageChunk],
+    aliases: Mapping[str, tuple[str, ...]],
     embedding: asyncio.Future[list[list[float]]],
     delivery: Delivery,
     ctx: ServiceContext[EpisodicSummarizerSettings],
@@ -130,6 +155,7 @@ async def _write_episode(
         usage=usage,
         importance=importance,
         metadata=dict(event.metadata),
+        aliases=dict(aliases),
     )
     passages = [episode.passage(p.index, p.text, first_turn=p.first_turn, last_turn=p.last_turn) for p in chunks]
     if not await guard.still_allowed():
@@ -173,7 +199,7 @@ async def _summarise(
         summary = extractive_summary(event.messages, language, max_sentences=ctx.settings.summary_max_sentences)
         return summary, ModelUsage(model="offline-extractive")
     result = await llm.complete_json(
-        build_summary_prompt(event, language),
+        build_summary_prompt(event, language, burst_gap=ctx.settings.burst_gap),
         SummaryOutput,
         on_progress=delivery.in_progress,
         purpose="episode_summary",

@@ -14,13 +14,19 @@ from datetime import UTC, datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from contracts.events import Message, SessionCompleted
-from services.common.domain.graphemes import truncate_codepoints, truncate_with_ellipsis
+from services.common.domain.bursts import merge_bursts
+from services.common.domain.graphemes import truncate_with_ellipsis
 from services.common.domain.importance import coerce_importance
 from services.common.domain.language import detect_language, is_hangul
 from services.common.domain.sentences import split_sentences
 from services.common.domain.speakers import attribute_speakers
 from services.common.domain.trivial import has_nothing_to_remember
 from services.common.gateways import kiwi
+from services.episodic_summarizer.labels import ROLE_LABELS, speaker_label
+
+# Passages live in their own module; named here too, where the handler and tests have found them.
+from services.episodic_summarizer.passages import Passage as Passage
+from services.episodic_summarizer.passages import chunk_passages as chunk_passages
 
 # ---- output schema ------------------------------------------------------------------------------
 
@@ -100,21 +106,6 @@ def language_name(language: str) -> str:
     return _LANGUAGE_NAMES.get(language, language)
 
 
-_ROLE_LABELS: dict[str, dict[str, str]] = {
-    "ko": {"user": "사용자", "assistant": "어시스턴트", "tool": "도구", "system": "시스템"},
-    "en": {"user": "User", "assistant": "Assistant", "tool": "Tool", "system": "System"},
-}
-# Every role label in any language: a summary line starting with one names a role, not a person.
-ROLE_LABELS = frozenset(label.casefold() for labels in _ROLE_LABELS.values() for label in labels.values())
-
-
-def speaker_label(message: Message, language: str) -> str:
-    """The speaker's display name when known, else the role in the session's language."""
-    if message.name and message.name.strip():
-        return message.name.strip()
-    return _ROLE_LABELS.get(language, _ROLE_LABELS["en"])[message.role]
-
-
 # ---- the LLM prompt -----------------------------------------------------------------------------
 
 _FENCE_TAG = re.compile(r"</?\s*conversation\s*>", re.IGNORECASE)
@@ -125,15 +116,17 @@ def _fenced(text: str) -> str:
     return _FENCE_TAG.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text)
 
 
-def _transcript_lines(session: SessionCompleted, language: str, max_turn_chars: int) -> list[str]:
+def _transcript_lines(
+    session: SessionCompleted, language: str, max_turn_chars: int, burst_gap: timedelta | None
+) -> list[str]:
     lines: list[str] = []
-    for index, message in enumerate(attribute_speakers(session.messages)):
-        if message.role == "system" or not message.content.strip():
-            continue
+    for turn in merge_bursts(attribute_speakers(session.messages), max_gap=burst_gap):
+        message = turn.message
         label = speaker_label(message, language)
         role = f" ({message.role})" if message.name else ""
-        content = truncate_with_ellipsis(" ".join(message.content.split()), max_turn_chars)
-        lines.append(f"[{index + 1}] {label}{role}: {_fenced(content)}")
+        content = truncate_with_ellipsis(turn.text, max_turn_chars)
+        number = f"{turn.first + 1}" if turn.first == turn.last else f"{turn.first + 1}-{turn.last + 1}"
+        lines.append(f"[{number}] {label}{role}: {_fenced(content)}")
     return lines
 
 
@@ -168,8 +161,10 @@ def build_summary_prompt(
     max_transcript_chars: int = 60_000,
     max_turn_chars: int = 4_000,
     max_summary_words: int = 200,
+    burst_gap: timedelta | None = None,
 ) -> list[dict[str, str]]:
-    """Chat messages asking for a `SummaryOutput` of the session, written in `language`."""
+    """Chat messages asking for a `SummaryOutput` of the session, written in `language`; a speaker's
+    burst of messages within `burst_gap` of each other is one transcript line."""
     name = language_name(language)
     korean = (
         "\n요약은 반드시 한국어로 작성하세요. 이름과 고유명사는 대화에 쓰인 그대로 두세요." if language == "ko" else ""
@@ -193,7 +188,7 @@ def build_summary_prompt(
         "greetings and small talk, about 1 for decisions, commitments, deadlines, preferences, errors, health "
         "or an explicit request to remember)."
     )
-    lines = _fit_transcript(_transcript_lines(session, language, max_turn_chars), max_transcript_chars)
+    lines = _fit_transcript(_transcript_lines(session, language, max_turn_chars, burst_gap), max_transcript_chars)
     header = (
         f"Conversation of {session.started_at.date().isoformat()} "
         f"({session.channel} channel, {len(session.messages)} turns):"
@@ -496,77 +491,3 @@ def make_abstract(summary: str, *, min_chars: int = 20, max_chars: int = 200) ->
     if not any(ch.isalnum() for ch in collapsed):
         return ""
     return truncate_with_ellipsis(collapsed if len(collapsed) > len(fallback) else fallback, max_chars)
-
-
-# ---- passages -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Passage:
-    """Consecutive turns of a session, embedded and searched on their own (L1 source context).
-    `first_turn` / `last_turn` are indexes into the session's messages, inclusive."""
-
-    index: int
-    text: str
-    first_turn: int
-    last_turn: int
-
-
-@dataclass(frozen=True)
-class _Unit:
-    turn: int
-    text: str
-    whole_turn: bool
-
-
-def _split_long(text: str, max_chars: int) -> list[str]:
-    pieces: list[str] = []
-    rest = text
-    while len(rest) > max_chars:
-        head = truncate_codepoints(rest, max_chars)
-        space = head.rfind(" ")
-        if space >= max_chars // 2:
-            head = head[:space]
-        pieces.append(head.rstrip())
-        rest = rest[len(head) :].lstrip()
-    if rest:
-        pieces.append(rest)
-    return pieces
-
-
-def chunk_passages(
-    messages: Sequence[Message], *, max_chars: int = 1_200, overlap_turns: int = 1, language: str = "en"
-) -> list[Passage]:
-    """Group consecutive turns ("speaker: content", one per line) into passages of at most `max_chars`
-    code points, repeating the last `overlap_turns` whole turns of a passage at the start of the next
-    when they fit. A turn longer than `max_chars` is split on cluster boundaries into its own passages.
-    System turns and empty turns are left out."""
-    if max_chars < 20:
-        raise ValueError("max_chars must be at least 20")
-    units: list[_Unit] = []
-    for turn, message in enumerate(attribute_speakers(messages)):
-        if message.role == "system" or not message.content.strip():
-            continue
-        line = f"{speaker_label(message, language)}: {' '.join(message.content.split())}"
-        if len(line) <= max_chars:
-            units.append(_Unit(turn, line, whole_turn=True))
-        else:
-            units.extend(_Unit(turn, piece, whole_turn=False) for piece in _split_long(line, max_chars))
-
-    groups: list[list[_Unit]] = []
-    current: list[_Unit] = []
-    for unit in units:
-        size = sum(len(u.text) + 1 for u in current) + len(unit.text)
-        if current and size > max_chars:
-            groups.append(current)
-            carried = [u for u in current[-overlap_turns:] if u.whole_turn] if overlap_turns > 0 else []
-            while carried and sum(len(u.text) + 1 for u in carried) + len(unit.text) > max_chars:
-                carried = carried[1:]
-            current = carried
-        current.append(unit)
-    if current:
-        groups.append(current)
-    return [
-        Passage(index=i, text="\n".join(u.text for u in group), first_turn=group[0].turn, last_turn=group[-1].turn)
-        for i, group in enumerate(groups)
-    ]

@@ -28,11 +28,17 @@ from typing import Any, cast, get_args
 from contracts.events import Channel, Scope
 from services.common.domain.ids import deterministic_uuid
 from services.common.domain.importance import DEFAULT_IMPORTANCE, clamp_importance
+from services.common.domain.nicknames import aliases_from
 from services.common.domain.owner import Owner
 from services.common.gateways.embedder import Embedder
 from services.common.gateways.keywords import KeywordEncoder
-from services.common.stores.maintenance import PointText, epoch_field, owners_of, point_text, record_recalls
+from services.common.stores.maintenance import PointText, owners_of, point_text, record_recalls
 from services.common.stores.payload_fields import MalformedPoint, read_int, read_metadata, read_str, read_time
+
+# Pruning's view of a point lives beside it; named here too, where the pruner and tests import it.
+from services.common.stores.point_times import PointTimes as PointTimes
+from services.common.stores.point_times import read_importance
+from services.common.stores.point_times import read_point_times as read_point_times
 from services.common.stores.vector.port import (
     EPISODES,
     PASSAGES,
@@ -99,6 +105,7 @@ class Episode:
     source_episode_ids: tuple[str, ...] = ()
     source_session_ids: tuple[str, ...] = ()
     metadata: Mapping[str, str] = field(default_factory=dict, hash=False)  # the source session's
+    aliases: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)  # speaker → names they are called
 
     @property
     def is_compressed(self) -> bool:
@@ -177,22 +184,6 @@ class DeletedEpisodes:
 
 
 @dataclass(frozen=True, slots=True)
-class PointTimes:
-    """The times pruning decides on, of an episode or a passage. Read field by field from any point,
-    also one that is otherwise unreadable (a malformed episode must still expire); a field that is
-    not an epoch number reads as None."""
-
-    point_id: str
-    occurred_at_ts: float | None = None
-    expires_at_ts: float | None = None
-    last_recalled_at_ts: float | None = None
-    stored_at_ts: float | None = None
-    importance: float = DEFAULT_IMPORTANCE
-    recall_count: int = 0
-    compressed: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class EpisodePage:
     """One page of the owner's episodes in point-id order; `next_id` starts the next page (None: the end)."""
 
@@ -243,6 +234,7 @@ def episode_payload(episode: Episode) -> dict[str, Any]:
         "completion_tokens": episode.usage.completion_tokens,
         "cost_usd": episode.usage.cost_usd,
         "importance": clamp_importance(episode.importance),
+        "aliases": {speaker: list(names) for speaker, names in episode.aliases.items()},
         # Only compressed episodes carry their sources (erasure matches on them).
         **(
             {
@@ -314,6 +306,7 @@ def _read_episode(point_id: str, payload: Mapping[str, Any]) -> Episode:
         importance=read_importance(payload),
         source_episode_ids=tuple(str(i) for i in payload.get("source_episode_ids") or ()),
         source_session_ids=tuple(str(i) for i in payload.get("source_session_ids") or ()),
+        aliases=aliases_from(payload.get("aliases")),
     )
 
 
@@ -329,27 +322,6 @@ def _read_passage(point_id: str, payload: Mapping[str, Any]) -> Passage:
         text=read_str(payload, "text"),
         first_turn=index if first_turn is None else first_turn,
         last_turn=index if last_turn is None else last_turn,
-    )
-
-
-def read_importance(payload: Mapping[str, Any]) -> float:
-    """The stored importance; absent or not a number (a point from before importance) reads as the default."""
-    return clamp_importance(epoch_field(payload, "importance"))
-
-
-def read_point_times(point_id: str, payload: Mapping[str, Any]) -> PointTimes:
-    """The times of an episode or passage point, whatever else it holds (see `PointTimes`), with what
-    retention weighs besides age: importance, recall count, and whether it is a compressed episode."""
-    count = epoch_field(payload, "recall_count")
-    return PointTimes(
-        point_id=point_id,
-        occurred_at_ts=epoch_field(payload, "occurred_at_ts"),
-        expires_at_ts=epoch_field(payload, "expires_at_ts"),
-        last_recalled_at_ts=epoch_field(payload, "last_recalled_at_ts"),
-        stored_at_ts=epoch_field(payload, "stored_at_ts"),
-        importance=read_importance(payload),
-        recall_count=max(int(count), 0) if count is not None else 0,
-        compressed=bool(payload.get("source_episode_ids")),
     )
 
 
