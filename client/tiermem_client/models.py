@@ -36,6 +36,7 @@ class MemoryItem(_Result):
     channel: str | None = None
     channels: list[str] = Field(default_factory=list)
     matched_passage: str | None = None
+    metadata: dict[str, list[str]] = Field(default_factory=dict)  # session metadata: key -> its values
 
 
 class CutCandidate(_Result):

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from services.cli.ingest import load_sessions
+from services.cli.metadata_option import MetaOption, metadata_filter
 from services.cli.recall import (
     ApiKey,
     ApiTarget,
@@ -42,14 +43,18 @@ def list_memories(
         str | None, typer.Option(help="tentative | confirmed | superseded; lists facts only (episodes have no status).")
     ] = None,
     all_pages: Annotated[bool, typer.Option("--all", help="Follow the cursor to the end.")] = False,
+    meta: MetaOption = None,
     data_dir: DataDir = None,
     api_key: ApiKey = None,
     url: BaseUrl = None,
 ) -> None:
-    """One page of memories (episodes, then facts, in a stable order), or every page with --all."""
+    """One page of memories (episodes, then facts, in a stable order), or every page with --all; each
+    item shows its session metadata."""
     params: dict[str, Any] = {"user_id": user, "kind": kind, "limit": limit}
     if status:
         params["status"] = status
+    if meta:
+        params["metadata"] = [f"{key}:{value}" for key, value in metadata_filter(meta).items()]
     items: list[Any] = []
     with api_client(data_dir, api_key, url) as client:
         while True:

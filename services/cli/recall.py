@@ -13,6 +13,7 @@ import httpx
 import typer
 from rich.console import Console
 
+from services.cli.metadata_option import MetaOption, metadata_filter
 from services.common.runtime.settings import DEFAULT_DATA_DIR, load_settings, read_stack_file
 
 if TYPE_CHECKING:
@@ -87,6 +88,7 @@ def auto(
     user: UserId,
     recent: Annotated[list[str] | None, typer.Option("--recent", help="Earlier user turns, oldest first.")] = None,
     channel: Annotated[str, typer.Option(help="private | group")] = "private",
+    meta: MetaOption = None,
     data_dir: DataDir = None,
     api_key: ApiKey = None,
     url: BaseUrl = None,
@@ -97,6 +99,7 @@ def auto(
         "message": message,
         "channel": channel,
         "recent_messages": [{"role": "user", "content": text} for text in recent or []],
+        "metadata": metadata_filter(meta),
     }
     with api_client(data_dir, api_key, url) as client:
         result = call_api(client, "POST", "/v1/recall/auto", json=body)
@@ -122,16 +125,17 @@ def search(
     query: Annotated[str, typer.Argument()],
     user: UserId,
     limit: int = 10,
+    meta: MetaOption = None,
     data_dir: DataDir = None,
     api_key: ApiKey = None,
     url: BaseUrl = None,
 ) -> None:
-    """L1 memory_search: ids and abstracts."""
+    """L1 memory_search: ids, abstracts and each item's session metadata."""
     print_api_answer(
         ApiTarget(data_dir, api_key, url),
         "POST",
         "/v1/memories/search",
-        json={"user_id": user, "query": query, "limit": limit},
+        json={"user_id": user, "query": query, "limit": limit, "metadata": metadata_filter(meta)},
     )
 
 

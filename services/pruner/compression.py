@@ -4,6 +4,10 @@ through one passage per source episode) while the detail (their passages of raw 
 
 - Episodes are grouped by what decides who may see them (scope, channel, agent): a compressed summary
   is never more visible than any of its sources.
+- They are grouped by their session metadata too, so a summary carries exactly its sources' metadata
+  and a metadata filter finds what it compressed as it found the sources. A summary made of sources
+  that disagree (only when called with such a group) keeps a key only where every source gives it the
+  same value: it never claims a value for a source that did not carry it.
 - The id is deterministic (uuid5 of the owner and the sorted source episode ids), so a pass that crashed
   after writing the summary and before deleting its sources writes the same point again.
 - It keeps provenance to every source: `source_episode_ids` and `source_session_ids` (aligned, oldest
@@ -44,13 +48,15 @@ def compressed_episode_id(owner: Owner, source_episode_ids: Iterable[str]) -> st
 
 
 def group_for_compression(episodes: Iterable[Episode], max_group: int) -> list[list[Episode]]:
-    """Forgotten episodes in groups of at most `max_group` that share scope, channel and agent, oldest
-    first; the order (and so every id) depends only on the episodes, never on the order they were read in."""
+    """Forgotten episodes in groups of at most `max_group` that share scope, channel, agent and session
+    metadata, oldest first; the order (and so every id) depends only on the episodes, never on the order
+    they were read in."""
     if max_group < 1:
         raise ValueError(f"max_group must be at least 1, got {max_group}")
-    by_visibility: dict[tuple[str, str, str], list[Episode]] = defaultdict(list)
+    by_visibility: dict[tuple[str, str, str, tuple[tuple[str, str], ...]], list[Episode]] = defaultdict(list)
     for episode in episodes:
-        by_visibility[(episode.scope, episode.channel, episode.agent_id)].append(episode)
+        metadata = tuple(sorted(episode.metadata.items()))
+        by_visibility[(episode.scope, episode.channel, episode.agent_id, metadata)].append(episode)
     groups: list[list[Episode]] = []
     for key in sorted(by_visibility):
         ordered = sorted(by_visibility[key], key=lambda e: (e.occurred_at, e.episode_id))
@@ -69,6 +75,16 @@ def _entity_names(sources: Sequence[Episode]) -> tuple[str, ...]:
         for name in episode.entity_names:
             seen.setdefault(name.casefold(), name)
     return tuple(list(seen.values())[:_MAX_ENTITY_NAMES])
+
+
+def _agreed_metadata(sources: Sequence[Episode]) -> dict[str, str]:
+    """The key/values every source carries (a key some source lacks or gives another value is left out)."""
+    first, *rest = sources
+    return {
+        key: value
+        for key, value in sorted(first.metadata.items())
+        if all(other.metadata.get(key) == value for other in rest)
+    }
 
 
 def _earliest_expiry(sources: Sequence[Episode]) -> datetime | None:
@@ -113,6 +129,7 @@ def compress_episodes(owner: Owner, sources: Sequence[Episode], *, now: datetime
         importance=max(e.importance for e in ordered),
         source_episode_ids=episode_ids,
         source_session_ids=session_ids,
+        metadata=_agreed_metadata(ordered),
     )
     # One passage per source, under the source's session: a question about one of them finds it.
     passages = [

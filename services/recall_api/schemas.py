@@ -67,6 +67,11 @@ class MemoryItem(BaseModel):
     )
     channels: list[Channel] = Field(default_factory=list, description="Every channel it was stated in.")
     matched_passage: str | None = Field(default=None, description="The passage that matched, when one did.")
+    metadata: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Session metadata: key → the values its session(s) gave it (one for an episode; a fact "
+        "lists every value its sessions gave), as in the memory list.",
+    )
 
 
 class CutCandidate(BaseModel):

@@ -3,6 +3,7 @@ pure compression of forgotten episodes (services/pruner/compression.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -114,3 +115,22 @@ def test_groups_never_mix_visibility_and_respect_the_size_cap() -> None:
     for group in groups:
         assert len({(e.scope, e.channel, e.agent_id) for e in group}) == 1
     assert group_for_compression(reversed(episodes), max_group=2) == groups
+
+
+def test_groups_never_mix_session_metadata_and_a_summary_keeps_the_pairs_all_its_sources_carry() -> None:
+    atlas = [replace(_source(n), metadata={"project": "atlas", "team": "core"}) for n in (1, 2)]
+    bori = [replace(_source(3), metadata={"project": "bori", "team": "core"})]
+    plain = [_source(4)]
+    groups = group_for_compression([*atlas, *bori, *plain], max_group=10)
+    assert sorted([e.session_id for e in group] for group in groups) == [["s-1", "s-2"], ["s-3"], ["s-4"]]
+    by_sessions = {
+        tuple(e.session_id for e in group): compress_episodes(OWNER, group, now=NOW, max_chars=4000) for group in groups
+    }
+    summary = by_sessions[("s-1", "s-2")]
+    assert summary.episode.metadata == {"project": "atlas", "team": "core"}
+    assert all(p.metadata == summary.episode.metadata for p in summary.passages)  # filters reach passages too
+    assert by_sessions[("s-4",)].episode.metadata == {}
+    # Sources that disagree (a caller that did not group them): only what every one of them carried.
+    mixed = compress_episodes(OWNER, [*atlas, *bori], now=NOW, max_chars=4000)
+    assert mixed.episode.metadata == {"team": "core"}
+    assert compress_episodes(OWNER, [*atlas, *plain], now=NOW, max_chars=4000).episode.metadata == {}

@@ -11,7 +11,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.events import ID_PATTERN, CleanText
+from contracts.events import ID_PATTERN, METADATA_MAX_KEYS, CleanText, MetadataKey, MetadataValue
 from contracts.session_form import SessionForm
 from contracts.session_input import SessionRejected
 from services.recall_api.auth import Principal
@@ -67,6 +67,14 @@ def add_memory_tool(
                 description="Your conversation id, when you have one; derived from the turns otherwise.",
             ),
         ] = None,
+        metadata: Annotated[
+            dict[MetadataKey, MetadataValue] | None,
+            Field(
+                max_length=METADATA_MAX_KEYS,
+                description='String key/values kept with the conversation, e.g. {"project": "atlas"}: its '
+                "memories carry them, and memory_search, memory_context and memory_list can filter on them.",
+            ),
+        ] = None,
     ) -> SessionAccepted:
         principal = principal_of(ctx)
         form = SessionForm.model_validate(
@@ -74,6 +82,7 @@ def add_memory_tool(
                 "user_id": user_of(principal, user_id),
                 "messages": [turn.model_dump() for turn in messages],
                 "session_id": session_id,
+                "metadata": metadata or {},
                 # A connection pinned to a group conversation adds group memories, never private ones.
                 "channel": "group" if principal.channel == "group" else "private",
             }

@@ -12,7 +12,7 @@ from pydantic import Field, ValidationError
 
 from services.recall_api.auth import Principal
 from services.recall_api.mcp.arguments import argument_errors
-from services.recall_api.mcp.write_tools import READ_ONLY
+from services.recall_api.mcp.write_tools import READ_ONLY, MetadataArg
 from services.recall_api.schemas import AutoRecallRequest, AutoRecallResponse, ChatTurn
 from services.recall_api.service import RecallService
 
@@ -56,6 +56,7 @@ def add_context_tool(
         ] = "private",
         max_entries: Annotated[int | None, Field(ge=1, le=20, description="Most entries injected.")] = None,
         token_budget: Annotated[int | None, Field(ge=1, le=8000, description="Most tokens of the section.")] = None,
+        metadata: MetadataArg = None,
     ) -> AutoRecallResponse:
         principal = principal_of(ctx)
         user = user_of(principal, user_id)
@@ -67,6 +68,7 @@ def add_context_tool(
                 channel=channel_of(principal, channel),
                 max_entries=max_entries,
                 token_budget=token_budget,
+                metadata=metadata or {},
             )
         except ValidationError as exc:
             raise ToolError(argument_errors(exc.errors())) from exc

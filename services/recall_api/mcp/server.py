@@ -34,7 +34,7 @@ from services.recall_api.mcp.add_tool import add_memory_tool
 from services.recall_api.mcp.arguments import SentenceErrorServer, argument_errors
 from services.recall_api.mcp.context_tool import add_context_tool
 from services.recall_api.mcp.procedure_tool import add_procedure_tool
-from services.recall_api.mcp.write_tools import READ_ONLY, WRITES, add_write_tools
+from services.recall_api.mcp.write_tools import READ_ONLY, WRITES, MetadataArg, add_write_tools
 from services.recall_api.schemas import (
     ExpandedMemory,
     FactsResponse,
@@ -133,7 +133,8 @@ def _add_search_tools(server: MCPServer[Any], service: RecallService, fixed: Pri
         annotations=READ_ONLY,
         description=(
             "Search long-term memory of earlier conversations (episodes) and known facts about the user. "
-            "Returns ids with one-line abstracts, best first; an empty list means nothing relevant is known."
+            "Returns ids with one-line abstracts and their session metadata, best first; an empty list means "
+            "nothing relevant is known."
         ),
     )
     async def memory_search(
@@ -145,6 +146,7 @@ def _add_search_tools(server: MCPServer[Any], service: RecallService, fixed: Pri
             list[Literal["episode", "fact"]] | None, Field(description="episode and/or fact; both when omitted.")
         ] = None,
         channel: ChannelField = "private",
+        metadata: MetadataArg = None,
     ) -> SearchResponse:
         principal = _principal(ctx, fixed)
         try:
@@ -154,6 +156,7 @@ def _add_search_tools(server: MCPServer[Any], service: RecallService, fixed: Pri
                 limit=limit,
                 kinds=kinds,
                 channel=_channel(principal, channel),
+                metadata=metadata or {},
             )
         except ValidationError as exc:
             raise ToolError(_errors(exc)) from exc

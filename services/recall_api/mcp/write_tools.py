@@ -13,6 +13,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
+from contracts.events import METADATA_MAX_KEYS, MetadataKey, MetadataValue
 from contracts.session_input import SessionRejected
 from services.recall_api.auth import Principal
 from services.recall_api.errors import FactRejected, found_or_raise
@@ -34,6 +35,14 @@ from services.recall_api.write_schemas import (
 NOT_FOUND = "memory not found"
 UserArg = Annotated[str, Field(description="End user whose memory this is (ignored when the connection pins one).")]
 IdArg = Annotated[str, Field(max_length=128, description="Fact or episode id, as returned by memory_list.")]
+MetadataArg = Annotated[
+    dict[MetadataKey, MetadataValue] | None,
+    Field(
+        max_length=METADATA_MAX_KEYS,
+        description="Only memories from sessions whose metadata has every one of these key/values, e.g. "
+        '{"project": "atlas"} (the same filter as the HTTP API).',
+    ),
+]
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -119,8 +128,8 @@ def _add_listing_tools(
     @server.tool(
         annotations=READ_ONLY,
         description=(
-            "List what is remembered about the user, a page at a time (stable order). Pass next_cursor back "
-            "as cursor for the next page."
+            "List what is remembered about the user, a page at a time (stable order), each item with its "
+            "session metadata. Pass next_cursor back as cursor (with the same filters) for the next page."
         ),
     )
     async def memory_list(
@@ -133,12 +142,14 @@ def _add_listing_tools(
             Literal["tentative", "confirmed", "superseded"] | None,
             Field(description="Facts with this status only (episodes have none: lists facts alone)."),
         ] = None,
+        metadata: MetadataArg = None,
     ) -> MemoryListResponse:
         principal = principal_of(ctx)
         user = user_of(principal, user_id)
+        filters = ListFilters(status=status, metadata=metadata or {})
         try:
             return await service.list_memories(
-                principal.tenant_id, user, kind, limit=limit, cursor=cursor, filters=ListFilters(status=status)
+                principal.tenant_id, user, kind, limit=limit, cursor=cursor, filters=filters
             )
         except ListingRefused as exc:
             raise ToolError(str(exc)) from exc

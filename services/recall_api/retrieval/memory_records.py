@@ -102,6 +102,7 @@ def memory_item(ranked: Ranked) -> MemoryItem:
             scope=fact.scope,
             channel=_channel_label(channels),
             channels=channels,
+            metadata=fact.metadata_values,
         )
     episode = candidate.episode
     if episode is None:
@@ -119,4 +120,5 @@ def memory_item(ranked: Ranked) -> MemoryItem:
         channel=_channel_label(episode_channels),
         channels=episode_channels,
         matched_passage=candidate.matched_text if candidate.via_passage else None,
+        metadata={key: [value] for key, value in sorted(episode.metadata.items())},
     )
