@@ -15,6 +15,7 @@ from services.common.domain.owner import Owner
 from services.common.gateways.embedding_local import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.stores.facts import FactLifetime, FactStore
+from services.common.stores.payload_fields import metadata_match
 from services.common.stores.vector.edge import EdgeVectorIndex
 from services.common.stores.vector.port import FACTS, HybridWeights, SearchFilter, VectorIndex, VectorRecord
 from services.common.stores.vector.qdrant_server import QdrantServerVectorIndex
@@ -190,6 +191,27 @@ async def test_rekey_moves_facts_through_the_write_policy(store: FactStore) -> N
     assert go.channels == ("group", "private")
     # Running it again (a redelivered merge) moves nothing.
     assert await store.rekey_subject(ALICE, from_subjects=["D.G.I.A."], to_subject="DGIA", now=T0) == 0
+
+
+async def test_a_fact_dedup_merges_onto_another_name_keeps_its_sessions_metadata(store: FactStore) -> None:
+    # services/dedup merges two names of one entity and re-keys the facts about the merged-away one.
+    for name, episode, project in (("D.G.I.A.", "e1", "atlas"), ("DGIA", "e2", "bori")):
+        said = candidate("Go", subject=name, episode=episode)
+        observed = said.provenance.model_copy(update={"metadata": {"project": project}})
+        await store.write(ALICE, said.model_copy(update={"provenance": observed}), channel="private", now=T0)
+
+    assert await store.rekey_subject(ALICE, from_subjects=["D.G.I.A."], to_subject="DGIA", now=T0) == 1
+
+    (merged,) = await store.existing(ALICE, "DGIA")
+    assert merged.fact.metadata_values == {"project": ["atlas", "bori"]}
+    assert {p.episode_id: p.metadata for p in merged.fact.provenance} == {
+        "e1": {"project": "atlas"},
+        "e2": {"project": "bori"},
+    }
+    # The filter of search and the memory list finds the merged fact under either session's value.
+    for project in ("atlas", "bori"):
+        found = await store.scroll(ALICE, SearchFilter(match=metadata_match({"project": project})))
+        assert [s.fact_id for s in found] == [merged.fact_id]
 
 
 async def test_maintenance_reaches_every_point_readable_or_not(
