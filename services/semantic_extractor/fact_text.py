@@ -26,6 +26,9 @@ _EN_TEMPLATES: dict[str, str] = {
     "age": "{s} is {v} years old.",
     "relationship_status": "{s} is {v}.",
     "has_pet": "{s} has {v}.",
+    "chose": "{s} chose {v}.",
+    "owns": "{s} owns {v}.",
+    "date": "The {s} is on {v}.",
 }
 _KO_TEMPLATES: dict[str, str] = {
     "lives_in": "{s}{topic} {v}에 살고 있다.",
@@ -46,6 +49,9 @@ _KO_TEMPLATES: dict[str, str] = {
     "age": "{s}{topic} {v}살이다.",
     "relationship_status": "{s}{topic} {v}이다.",
     "has_pet": "{s}{topic} {v}{object} 키운다.",
+    "chose": "{s}{topic} {v}{direction} 결정했다.",
+    "owns": "{s}{topic} {v}{object} 가지고 있다.",
+    "date": "{s}{topic} {v}이다.",
 }
 
 
@@ -56,7 +62,11 @@ def render_fact_text(subject: str, attribute: str, value: str, language: str) ->
         person = "사용자" if normalise_subject(subject) == USER_SUBJECT else subject
         template = _KO_TEMPLATES.get(attribute, "{s}의 " + attribute + ": {v}.")
         return template.format(
-            s=person, v=value, topic="는" if not _has_final_consonant(person) else "은", object=_object_particle(value)
+            s=person,
+            v=value,
+            topic="는" if not _has_final_consonant(person) else "은",
+            object=_object_particle(value),
+            direction=korean_direction(value)[len(value) :],
         )
     is_user = normalise_subject(subject) == USER_SUBJECT
     is_relation = subject.casefold() in EN_RELATION_NOUNS
@@ -65,6 +75,18 @@ def render_fact_text(subject: str, attribute: str, value: str, language: str) ->
     template = _EN_TEMPLATES.get(attribute, "{s} — " + attribute.replace("_", " ") + ": {v}.")
     article = "an" if value[:1].casefold() in "aeiou" else "a"
     return template.format(s=person, v=value, possessive=possessive, article=article)
+
+
+def korean_topic(word: str) -> str:
+    """The word with its topic particle: "사용자는", "준서는", "민호는", "지훈은"."""
+    return word + ("은" if _has_final_consonant(word) else "는")
+
+
+def korean_direction(word: str) -> str:
+    """The word with its 으로/로 ("포스트그레스로", "깃랩으로", "서울로": a final ㄹ takes 로)."""
+    last = word.rstrip()[-1:]
+    final_l = bool(last) and 0xAC00 <= ord(last) <= 0xD7A3 and (ord(last) - 0xAC00) % 28 == 8
+    return word + ("으로" if _has_final_consonant(word) and not final_l else "로")
 
 
 def _has_final_consonant(word: str) -> bool:

@@ -141,6 +141,7 @@ EN_RELATION_NOUNS = (
     "kids", "parents", "colleague", "coworker", "co-worker", "boss", "manager", "roommate", "cousin", "uncle",
     "aunt", "grandmother", "grandma", "grandfather", "grandpa", "neighbor", "neighbour", "teammate", "mentor",
     "team lead", "tech lead", "supervisor", "brother-in-law", "sister-in-law", "mother-in-law", "father-in-law",
+    "bf", "gf", "bff", "bestie", "hubby",  # as chat spells them
 )  # fmt: skip
 KO_RELATION_NOUNS = frozenset(
     {

@@ -17,6 +17,9 @@ from services.common.domain.facts import USER_SUBJECT, normalise_text_key
 from services.common.domain.sentences import split_sentences
 from services.semantic_extractor.fact_text import primary_language
 from services.semantic_extractor.gazetteers import name_keys
+from services.semantic_extractor.heuristic_chat_en import ChatState, introduce_names, prepare_sentence
+from services.semantic_extractor.heuristic_chat_ko import korean_chat_sentence, korean_introductions
+from services.semantic_extractor.heuristic_chat_relations import chat_relations_en
 from services.semantic_extractor.heuristic_context import ExtractionContext, Speaker
 from services.semantic_extractor.heuristic_en import english_sentence, non_initial_capitalised
 from services.semantic_extractor.heuristic_ko import is_korean_question, korean_sentence
@@ -61,16 +64,25 @@ def heuristic_extract(
             context.add_entity(display, "person", 3)
 
     non_initial_caps = non_initial_capitalised(content for _speaker, content in parsed)
+    chat = ChatState()
     for speaker_name, content in parsed:
         speaker = _speaker_subject(speaker_name, context)
         for sentence in split_sentences(content):
             if HANGUL.search(sentence):
                 tokens = korean_morphemes(sentence)
+                korean_introductions(tokens, speaker, context, chat)
                 korean_sentence(sentence, speaker, context, tokens)
                 if not is_korean_question(sentence, tokens):
                     korean_construction_facts(sentence, tokens, speaker, context)
+                    korean_chat_sentence(sentence, tokens, speaker, context, chat)
             else:
-                english_sentence(sentence, speaker, context, non_initial_caps)
+                # Chat is typed in lowercase with subjects dropped: known names are capitalised, the
+                # speaker put back and he/she resolved before the English reader runs.
+                introduce_names(sentence, speaker, context, chat)
+                prepared = prepare_sentence(sentence, speaker, context, chat)
+                english_sentence(prepared, speaker, context, non_initial_caps)
+                if not prepared.rstrip().endswith("?"):
+                    chat_relations_en(prepared, speaker, context)
     return context.output()
 
 

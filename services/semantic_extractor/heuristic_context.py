@@ -46,7 +46,8 @@ class Speaker:
 @dataclass(slots=True)
 class ExtractionContext:
     """The extraction so far, keyed by normalised names so repeated mentions merge; entities carry the
-    confidence of their type guess (0 none, 1 gazetteer, 2 pattern, 3 known person)."""
+    confidence of their type guess (0 none, 1 gazetteer, 2 pattern, 3 known person, 4 an animal its kind
+    noun names)."""
 
     user_keys: frozenset[str]
     people: dict[str, str]  # key → display name of people known to be persons (speakers, relatives' names)
@@ -87,14 +88,15 @@ class ExtractionContext:
             ExtractedRelation(source=display_source, type=relation, target=display_target),
         )
 
-    def add_fact(self, subject: str, attribute: str, value: str) -> None:
+    def add_fact(self, subject: str, attribute: str, value: str, *, text: str | None = None) -> None:
+        """Record a fact; `text` replaces the templated sentence when the rule knows more ("… for Atlas")."""
         value = value.strip()
         if not value:
             return
         key = (normalise_subject(subject), attribute, normalise_text_key(value))
         if key in self.facts:
             return
-        text = render_fact_text(subject, attribute, value, self.language)
+        text = text or render_fact_text(subject, attribute, value, self.language)
         self.facts[key] = ExtractedFact(subject=subject, attribute=attribute, value=value, text=text)
 
     def is_user(self, name: str) -> bool:
@@ -118,7 +120,13 @@ _FACT_RELATIONS: dict[str, tuple[str, EntityType]] = {
     "employer": ("works_at", "organisation"),
     "works_on": ("works_on", "project"),
     "uses_tool": ("uses", "technology"),
+    "owns": ("owns", "other"),
+    "likes": ("likes", "other"),
+    "dislikes": ("dislikes", "other"),
 }
+# Relations whose value is a node only when it is already one, or a gazetteer name: "likes jazz", "좋아하는
+# 등산", "K-dramas" are kinds of things, not entities; "likes Linear" and "owns a Tesla" name one.
+_LINK_ONLY = frozenset({"owns", "likes", "dislikes"})
 
 
 def is_capitalised(token: str) -> bool:
@@ -156,26 +164,21 @@ def guess_type(name: str, context: ExtractionContext) -> tuple[EntityType, int]:
     return "other", 0
 
 
-def record_fact(subject: str, attribute: str, value: str, context: ExtractionContext) -> None:
+def record_fact(
+    subject: str, attribute: str, value: str, context: ExtractionContext, *, text: str | None = None
+) -> None:
     """Add the fact and, when its value is a name, the graph relation it implies ("lives in Busan" →
     user lives_in Busan) from a named subject."""
-    context.add_fact(subject, attribute, value)
+    context.add_fact(subject, attribute, value, text=text)
     relation = _FACT_RELATIONS.get(attribute)
     if relation is None:
         return
     relation_type, value_type = relation
-    value_key = normalise_text_key(value)
-    looks_named = (
-        value[:1].isupper() or bool(HANGUL.match(value)) or value_key in TECHNOLOGIES or value_key in TECH_LOWERCASE_OK
+    node = (
+        _linked_node(value, value_type, context) if attribute in _LINK_ONLY else _value_node(value, value_type, context)
     )
-    if not looks_named:
+    if node is None:
         return
-    words = value.split()
-    if len(words) > 1 and all(normalise_text_key(word) in context.entities for word in words):
-        value = words[-1]  # "서울 강남구": both parts are already nodes; link the most specific one
-    else:
-        guessed, confidence = guess_type(value, context)
-        context.add_entity(value, guessed if confidence > 1 else value_type, max(confidence, 2))
     if normalise_subject(subject) == USER_SUBJECT:
         if context.user_display_name is None:
             return  # the user's own node is the caller's business; the fact already says it
@@ -185,7 +188,36 @@ def record_fact(subject: str, attribute: str, value: str, context: ExtractionCon
         source = subject
     else:
         return  # "friend", "친구": not a named node
-    context.add_relation(source, relation_type, value)
+    context.add_relation(source, relation_type, node)
+
+
+def _value_node(value: str, value_type: EntityType, context: ExtractionContext) -> str | None:
+    """The node a name-valued fact points at ("Busan"), typed by the relation when nothing better is known."""
+    value_key = normalise_text_key(value)
+    looks_named = (
+        value[:1].isupper() or bool(HANGUL.match(value)) or value_key in TECHNOLOGIES or value_key in TECH_LOWERCASE_OK
+    )
+    if not looks_named:
+        return None
+    words = value.split()
+    if len(words) > 1 and all(normalise_text_key(word) in context.entities for word in words):
+        return words[-1]  # "서울 강남구": both parts are already nodes; link the most specific one
+    guessed, confidence = guess_type(value, context)
+    context.add_entity(value, guessed if confidence > 1 else value_type, max(confidence, 2))
+    return value
+
+
+def _linked_node(value: str, value_type: EntityType, context: ExtractionContext) -> str | None:
+    """The node of a `_LINK_ONLY` value: one the conversation already has, or a gazetteer name."""
+    value_key = normalise_text_key(value)
+    if value_key in context.entities:
+        return value
+    known = value_key in TECHNOLOGIES or value_key in ORGANISATIONS or value_key in PLACES
+    if not known or value_key in AMBIGUOUS_NAMES:
+        return None  # a name pattern ("Studio Ghibli films") is no proof the whole phrase is one thing
+    guessed, confidence = guess_type(value, context)
+    context.add_entity(value, guessed if guessed != "other" else value_type, max(confidence, 1))
+    return value
 
 
 def cooccurrence(keys: list[str], context: ExtractionContext) -> None:

@@ -38,7 +38,7 @@ from services.semantic_extractor.heuristic_context import (
 from services.semantic_extractor.korean_morphology import HANGUL
 from services.semantic_extractor.schema import EntityType
 
-_EN_STOP_CAPITALISED = name_keys(
+EN_STOP_CAPITALISED = name_keys(
     "I", "I'm", "I've", "I'd", "I'll", "Im", "A", "An", "The", "This", "That", "These", "Those", "It", "Its",
     "It's", "My", "Mine", "We", "Our", "Us", "You", "Your", "Yours", "He", "She", "They", "Them", "His", "Her",
     "Their", "What", "When", "Where", "Why", "How", "Who", "Which", "Whose", "Is", "Are", "Was", "Were", "Do",
@@ -85,7 +85,7 @@ def non_initial_capitalised(contents: Any) -> frozenset[str]:
         for sentence in split_sentences(content):
             for index, match in enumerate(_EN_TOKEN.finditer(sentence)):
                 token = _clean_en_token(match.group())
-                if index > 0 and is_capitalised(token) and normalise_text_key(token) not in _EN_STOP_CAPITALISED:
+                if index > 0 and is_capitalised(token) and normalise_text_key(token) not in EN_STOP_CAPITALISED:
                     seen.add(normalise_text_key(token))
     return frozenset(seen)
 
@@ -123,16 +123,16 @@ def _english_entities(sentence: str, context: ExtractionContext, non_initial_cap
                 continue
             if word.casefold() in _EN_CONNECTORS - {"and", "&"} and probe + 1 < len(tokens):
                 after = tokens[probe + 1][2]
-                if is_capitalised(after) and normalise_text_key(after) not in _EN_STOP_CAPITALISED:
+                if is_capitalised(after) and normalise_text_key(after) not in EN_STOP_CAPITALISED:
                     span.extend([probe, probe + 1])
                     probe += 2
                     continue
             break
         index = probe
         # Trim sentence-glue words from both ends ("Hey Mel" → "Mel", "Thanks Caroline" → "Caroline").
-        while span and normalise_text_key(tokens[span[0]][2]) in _EN_STOP_CAPITALISED:
+        while span and normalise_text_key(tokens[span[0]][2]) in EN_STOP_CAPITALISED:
             span.pop(0)
-        while span and normalise_text_key(tokens[span[-1]][2]) in _EN_STOP_CAPITALISED:
+        while span and normalise_text_key(tokens[span[-1]][2]) in EN_STOP_CAPITALISED:
             span.pop()
         if not span:
             continue
@@ -171,7 +171,7 @@ def _en_name_token(token: str) -> bool:
     if not token:
         return False
     key = normalise_text_key(token)
-    if key in _EN_STOP_CAPITALISED and not _is_acronym(token):
+    if key in EN_STOP_CAPITALISED and not _is_acronym(token):
         return False
     if key in {"lol", "omg", "btw", "fyi", "asap", "tbh", "imo", "imho", "am", "pm", "ok"}:
         return False
@@ -236,6 +236,7 @@ _EN_FACT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("employer", rf"{_BE}\s+(?:an?|the)\s+{_ROLE_WORDS}\s+(?:at|for)\s+{_EN_VALUE}"),
         ("employer", rf"(?:works?|{_BE}\s+working)\s+as\s+(?:an?\s+)?[\w -]{{1,30}}?\s+(?:at|for)\s+{_EN_VALUE}"),
         ("employer", rf"{_START_JOB}\s+(?:at|with)\s+{_EN_VALUE}"),
+        ("employer", rf"(?:{_HAVE}\s+)?(?:just\s+)?started\s+(?:working\s+)?at\s+{_EN_VALUE}"),
         ("employer", rf"{_BE}\s+(?:now\s+)?at\s+(?=an?\s+[\w-]+\s+(?:called|named)\s){_EN_VALUE}"),
         ("works_on", rf"{_BE}\s+(?:an?|the)\s+{_ROLE_WORDS}\s+(?:on|of|for)\s+{_EN_VALUE}"),
         ("works_on", rf"(?:{_BE}\s+)?{_BUILD_VERBS}\s+{_EN_VALUE}"),
@@ -266,6 +267,8 @@ for _index, (_attribute, _pattern) in enumerate(_EN_FACT_PATTERNS):
         _EN_VALUE_KINDS[_index] = "project_name"
     elif _attribute == "employer" and _OCCUPATION in _pattern.pattern:
         _EN_VALUE_KINDS[_index] = "role_at"
+    elif _attribute == "employer" and "started\\s+(?:working" in _pattern.pattern:
+        _EN_VALUE_KINDS[_index] = "not_school"
 # "My roommate is from Busan and works at Samsung": a verb after "and" shares the clause's subject.
 _EN_SHARED_VERB_SUBJECT = re.compile(
     r"\b(?P<head>I|[Mm]y\s+(?:"
@@ -293,7 +296,7 @@ _EN_VALUE_BOUNDARY = re.compile(
     r"instead|every|each|almost|quite|pretty|really|very|too|a\s+lot|as\s+well|right|again|already|yet|then|"
     r"there|here|together|ever|last|this|next|today|tonight|yesterday|tomorrow|ago|lol|haha|more|most|"
     r"project|fluently|natively|well|a\s+bit|a\s+little|sometimes|occasionally|mostly|mainly|twice|once|"
-    r"daily|weekly|alone)\b.*$",
+    r"daily|weekly|alone|tbh|tho|ngl|imo|btw|rn|fr|lmao|pls)\b.*$",
     re.IGNORECASE,
 )
 _EN_VALUE_SPLIT = re.compile(r"\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|&)\s+|\s*/\s*")
@@ -308,6 +311,8 @@ _EN_VALUE_STOPWORDS = name_keys(
 _EN_PREPOSITIONS = frozenset(
     {"for", "with", "to", "in", "on", "at", "by", "from", "about", "of", "as", "like", "into", "onto", "over", "via"}
 )
+# A piece after a comma that starts like a new clause, not a listed value ("…, pls no sushi boats").
+_NOT_VALUE_STARTS = frozenset({"pls", "plz", "please", "no", "not", "but", "so", "lol", "haha", "which", "that"})
 _PROPER_VALUE_ATTRIBUTES = frozenset({"lives_in", "employer", "speaks_language", "name", "birthplace", "school"})
 
 
@@ -363,7 +368,7 @@ def _english_facts(sentence: str, speaker: Speaker, context: ExtractionContext) 
             subject = _en_subject(match, speaker, context, fact_attribute)
             if subject is None:
                 continue
-            for value in _en_values(match.group("val"), fact_attribute):
+            for value in en_values(match.group("val"), fact_attribute):
                 if _value_fits(kind, value):
                     record_fact(subject, fact_attribute, value, context)
     if speaker.subject is not None:
@@ -377,6 +382,8 @@ def _value_fits(kind: str | None, value: str) -> bool:
         return bool(SCHOOL_NAME.search(value)) or normalise_text_key(value) in SCHOOLS
     if kind == "technology":
         return _is_technology(value)
+    if kind == "not_school":
+        return not (SCHOOL_NAME.search(value) or normalise_text_key(value) in SCHOOLS)
     if kind == "project_name":
         return value[:1].isupper() and not _is_technology(value)
     return True
@@ -413,7 +420,7 @@ def _en_subject(match: re.Match[str], speaker: Speaker, context: ExtractionConte
         return f"{owner}'s {match.group('orel').casefold()}"
     if match.group("rel"):
         relname = match.group("relname")
-        if relname and normalise_text_key(relname) not in _EN_STOP_CAPITALISED:
+        if relname and normalise_text_key(relname) not in EN_STOP_CAPITALISED:
             context.people.setdefault(normalise_text_key(relname), relname)
             context.add_entity(relname, "person", 3)
             return USER_SUBJECT if context.is_user(relname) else relname
@@ -421,6 +428,9 @@ def _en_subject(match: re.Match[str], speaker: Speaker, context: ExtractionConte
             return f"{match.group('rel').casefold()}'s {match.group('relof').casefold()}"  # "my sister's boyfriend"
         return match.group("rel").casefold()
     words = match.group("name").split()
+    pet = context.entities.get(normalise_text_key(words[-1]))
+    if pet is not None and pet[0].type == "pet":
+        return pet[0].name  # "Bori is 3": a pet the conversation introduced
     # Longest known person at the end of the span ("Then Caroline" → "Caroline").
     for first in range(len(words)):
         candidate = " ".join(words[first:])
@@ -444,12 +454,12 @@ _PERSON_ATTRIBUTES = frozenset(
 
 def _unknown_name(word: str, context: ExtractionContext) -> bool:
     key = normalise_text_key(word)
-    if key in _EN_STOP_CAPITALISED or not word[1:].islower():
+    if key in EN_STOP_CAPITALISED or not word[1:].islower():
         return False
     return guess_type(word, context)[1] == 0
 
 
-def _en_values(raw: str, attribute: str) -> list[str]:
+def en_values(raw: str, attribute: str) -> list[str]:
     """Values after the verb: cut at the end of the noun phrase, split on coordination for
     multi-valued attributes. The first piece that does not look like a plain noun phrase ends the
     list ("I use it to speak up ... and push for ...": nothing after "it" is a value)."""
@@ -477,14 +487,33 @@ def _en_values(raw: str, attribute: str) -> list[str]:
         words = value.split()
         if not words or len(words) > 4:
             break
-        if words[0].casefold() in _EN_PREPOSITIONS:
+        if words[0].casefold() in _EN_PREPOSITIONS or words[0].casefold() in _NOT_VALUE_STARTS:
             break
         if any(normalise_text_key(word) in _EN_VALUE_STOPWORDS for word in words):
             break
-        if attribute in _PROPER_VALUE_ATTRIBUTES and not (words[0][:1].isupper() or HANGUL.match(words[0])):
+        proper = words[0][:1].isupper() or HANGUL.match(words[0])
+        if attribute in _PROPER_VALUE_ATTRIBUTES and not proper and not _bare_employer(piece, value, attribute):
             break
         values.append(value)
     return values
+
+
+# Nouns English puts bare after "work at/for" without being a name ("at home", "for startups", "at night").
+_BARE_COMMON_NOUNS = name_keys(
+    "home", "work", "school", "college", "university", "uni", "church", "hospital", "night", "nights", "weekends",
+    "remote", "office", "startup", "startups", "company", "companies", "agency", "agencies", "retail", "tech",
+    "sales", "marketing", "finance", "restaurant", "restaurants", "bank", "banks", "place", "places", "lab",
+    "free", "fun", "money", "hire", "myself", "yourself", "himself", "herself", "ourselves", "clients", "people",
+)  # fmt: skip
+
+
+def _bare_employer(piece: str, value: str, attribute: str) -> bool:
+    """A lowercase employer typed in chat ("working at dell now"): one bare word after "at/for", no
+    article or possessive before it (those make it a common noun: "at a bank"), not a noun English uses
+    bare ("at home")."""
+    if attribute != "employer" or re.match(r"\s*(?:the|an?|my|our|his|her|their|some|this|that)\b", piece, re.I):
+        return False
+    return bool(re.fullmatch(r"[a-z]{3,}", value)) and normalise_text_key(value) not in _BARE_COMMON_NOUNS
 
 
 _EN_PATTERN_RELATIONS: tuple[tuple[str, re.Pattern[str]], ...] = (

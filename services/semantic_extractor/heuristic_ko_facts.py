@@ -292,3 +292,9 @@ def _age(word: Sequence[Morpheme]) -> int | None:
         else:
             return None
     return total or None
+
+
+def age_before(tokens: Sequence[Morpheme], unit: int) -> int | None:
+    """The age written before the unit noun 살 at `unit` ("세 살" → 3, "열두 살" → 12), if any."""
+    word = _number_before(tokens, unit)
+    return _age(word) if word else None

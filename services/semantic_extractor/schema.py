@@ -17,8 +17,8 @@ from services.common.domain.facts import FactCandidate, FactProvenance, Volatili
 from services.common.domain.importance import coerce_importance
 from services.semantic_extractor.korean_morphology import HANGUL, strip_korean_particles
 
-EntityType = Literal["person", "project", "technology", "organisation", "place", "other"]
-ENTITY_TYPES: tuple[EntityType, ...] = ("person", "project", "technology", "organisation", "place", "other")
+EntityType = Literal["person", "pet", "project", "technology", "organisation", "place", "other"]
+ENTITY_TYPES: tuple[EntityType, ...] = ("person", "pet", "project", "technology", "organisation", "place", "other")
 
 _ENTITY_TYPE_ALIASES: dict[str, EntityType] = {
     "organization": "organisation",
@@ -38,6 +38,9 @@ _ENTITY_TYPE_ALIASES: dict[str, EntityType] = {
     "framework": "technology",
     "library": "technology",
     "product": "technology",
+    "animal": "pet",
+    "dog": "pet",
+    "cat": "pet",
     "people": "person",
     "human": "person",
     "individual": "person",
@@ -69,7 +72,9 @@ class ExtractedEntity(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     name: str = Field(min_length=1, description="The entity's name as written in the conversation.")
-    type: EntityType = Field(default="other", description="person, project, technology, organisation, place, other.")
+    type: EntityType = Field(
+        default="other", description="person, pet, project, technology, organisation, place, other."
+    )
 
     @field_validator("name")
     @classmethod

@@ -412,13 +412,39 @@ def _as_json(groups: dict[tuple[str, str], GroupScore]) -> str:
 
 def extraction_command(
     fixtures: Annotated[
-        Path, typer.Option("--fixtures", help="Directory of the labelled set ({split}_{language}.json).")
-    ] = DEFAULT_FIXTURES,
+        Path | None,
+        typer.Option(
+            "--fixtures",
+            help="Directory of the labelled set ({split}_{language}.json); default: the chosen set's.",
+        ),
+    ] = None,
+    labelled_set: Annotated[
+        str,
+        typer.Option(
+            "--set",
+            help="sentences: single labelled sentences (facts, entities); chat: labelled chat sessions "
+            "(typed relations, entity typing).",
+        ),
+    ] = "sentences",
+    split: Annotated[
+        str, typer.Option("--split", help="Chat set only: dev, test (held out: score it once) or all.")
+    ] = "dev",
     errors: Annotated[bool, typer.Option("--errors", help="List every wrong and missed fact and entity.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the scores as JSON.")] = False,
 ) -> None:
-    """Score the offline (heuristic) extractor on the labelled set: fact and entity precision/recall
-    per language, held-out split separately, and any time word or generic noun taken as an entity."""
+    """Score the offline (heuristic) extractor on a labelled set. Sentences: fact and entity
+    precision/recall per language and split, and any time word or generic noun taken as an entity.
+    Chat: typed-relation precision/recall and entity-typing accuracy per language on one split."""
+    if labelled_set not in ("sentences", "chat"):
+        console.print(f"[red]--set must be sentences or chat, got {labelled_set!r}[/red]")
+        raise typer.Exit(2)
+    if labelled_set == "chat":
+        # Imported here: the chat scorer builds on this module's keys and tallies.
+        from tiermem_lab.evaluation.extraction_chat import chat_command
+
+        chat_command(fixtures, split, errors=errors, as_json=as_json)
+        return
+    fixtures = fixtures or DEFAULT_FIXTURES
     try:
         cases = load_cases(fixtures)
         never = load_never_entities(fixtures)
