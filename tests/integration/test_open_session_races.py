@@ -89,11 +89,12 @@ async def test_an_erasure_while_closing_leaves_no_event_and_later_turns_stay(
 ) -> None:
     sessions = _sessions(provisioned, nats_client)
     await sessions.append(HANA, "s3", _turns("My passport number ends in 4711."))
+    await sessions.append(HANA, "s3-other", _turns("And my bank is in Seoul."))
     original = sessions._publish
 
     async def erased_meanwhile(event: SessionCompleted) -> PubAck:
         ack = await original(event)
-        assert await sessions.erase_user(HANA) == 1  # the user's erasure lands between publish and closed
+        assert await sessions.erase_user(HANA) == 2  # the user's erasure lands between publish and closed
         await sessions.append(HANA, "s3", _turns("Hello again."))  # after the erasure: a new session
         return ack
 
@@ -102,6 +103,9 @@ async def test_an_erasure_while_closing_leaves_no_event_and_later_turns_stay(
     assert await _published(provisioned, nats_client) == 0, "an event of erased turns was left in the stream"
     view = await sessions.read(HANA, "s3")
     assert view is not None and view.state == "open" and [t.content for t in view.turns] == ["Hello again."]
+    # The erased keys are gone from every listing: the idle closer sees the one session accepted after.
+    assert [key.session_id for key in await (await sessions.store()).keys()] == ["s3"]
+    assert await sessions.read(HANA, "s3-other") is None
 
 
 async def test_the_idle_closer_leaves_a_session_that_just_got_a_turn(

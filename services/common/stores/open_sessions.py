@@ -23,7 +23,7 @@ from typing import Literal
 
 from nats.js import JetStreamContext
 from nats.js import api as js_api
-from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError, NotFoundError
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -178,19 +178,20 @@ class OpenSessionStore:
         return removed
 
     async def keys(self, owner: Owner | None = None) -> list[SessionKey]:
-        """The sessions with a record (of one owner, or of everyone for the idle closer), from the
-        bucket's subjects; keys whose last operation removed them are left out by `get`, not here."""
-        kv_subject = f"$KV.{self.bucket}."
-        wanted = kv_subject + (f"{owner.tenant_id}.{owner.user_id}.*" if owner is not None else "*.*.*")
-        await self._bucket()
-        try:
-            info = await self.js.stream_info(f"KV_{self.bucket}", subjects_filter=wanted)
-        except NotFoundError:
-            return []
+        """The sessions with a record (of one owner, or of everyone for the idle closer): a watch of
+        the keys' latest revisions, removed ones left out, however many there are."""
+        kv = await self._bucket()
+        pattern = f"{owner.tenant_id}.{owner.user_id}.*" if owner is not None else "*.*.*"
+        watcher = await kv.watch(pattern, ignore_deletes=True, meta_only=True)
         keys: list[SessionKey] = []
-        for subject in info.state.subjects or {}:
-            tenant_id, user_id, session_id = str(subject).removeprefix(kv_subject).split(".", 2)
-            keys.append(SessionKey(Owner(tenant_id, user_id), session_id))
+        try:
+            async for entry in watcher:
+                if entry is None:  # the watch's marker: every current key has been seen
+                    break
+                tenant_id, user_id, session_id = entry.key.split(".", 2)
+                keys.append(SessionKey(Owner(tenant_id, user_id), session_id))
+        finally:
+            await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py leaves it unannotated
         return keys
 
 
