@@ -13,6 +13,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js.api import PubAck
 
 from contracts import SessionCompleted, SizeLimits, Subjects
+from contracts.session_input import SessionRejected
 from services.common.domain.owner import Owner
 from services.common.runtime.provisioning import provision
 from services.common.runtime.settings import NatsSettings
@@ -25,13 +26,14 @@ pytestmark = pytest.mark.integration
 HANA = Owner("acme", "hana")
 
 
-def _sessions(settings: NatsSettings, client: NatsClient, idle_s: float = 3600) -> OpenSessions:
+def _sessions(
+    settings: NatsSettings, client: NatsClient, idle_s: float = 3600, limits: SizeLimits | None = None
+) -> OpenSessions:
     async def nats() -> NatsClient:
         return client
 
-    return OpenSessions(
-        nats, Subjects(settings.subject_root), SizeLimits(), idle_s=idle_s, sweep_s=0.1, closed_keep_s=3600
-    )
+    subjects = Subjects(settings.subject_root)
+    return OpenSessions(nats, subjects, limits or SizeLimits(), idle_s=idle_s, sweep_s=0.1, closed_keep_s=3600)
 
 
 def _turns(*texts: str) -> TurnsRequest:
@@ -121,3 +123,31 @@ async def test_the_idle_closer_leaves_a_session_that_just_got_a_turn(
     assert view is not None and view.state == "closed" and view.closed_by == "idle"
     other = Owner("acme", "other")
     assert await sessions.read(other, "s4") is None and await sessions.end(other, "s4") is None
+
+
+async def test_a_record_is_held_to_the_byte_limit_with_its_turn_ids(
+    provisioned: NatsSettings, nats_client: NatsClient
+) -> None:
+    """The turn ids are not part of the event: a session whose event fits the limit can still have a
+    record that does not (which the broker would refuse with a 5xx's worth of error)."""
+    sessions = _sessions(provisioned, nats_client, limits=SizeLimits(max_event_bytes=2048))
+    long_ids = [TurnIn(role="user", content=f"turn {i}", turn_id=f"{i}-" + "x" * 120) for i in range(10)]
+    request = TurnsRequest(messages=long_ids)
+    event = SessionCompleted.model_validate(
+        {
+            "event_id": "00000000-0000-0000-0000-000000000001",
+            "tenant_id": "acme",
+            "user_id": "hana",
+            "agent_id": "default",
+            "session_id": "s5",
+            "channel": "private",
+            "started_at": "2026-05-02T00:00:00Z",
+            "ended_at": "2026-05-02T00:00:00Z",
+            "messages": [turn.message().model_dump(exclude_none=True) for turn in long_ids],
+        }
+    )
+    assert len(event.model_dump_json()) < 2048 - 200, "the event alone fits the limit"
+    with pytest.raises(SessionRejected) as refused:
+        await sessions.append(HANA, "s5", request)
+    assert refused.value.too_large and refused.value.field == "messages"
+    assert await sessions.read(HANA, "s5") is None

@@ -192,8 +192,12 @@ class OpenSessions:
         )
 
     def _check_size(self, key: SessionKey, record: OpenSessionRecord) -> None:
+        """The session must fit the ingest limits, and its record (the turns plus their ids) the same
+        byte limit, which keeps it under the broker's largest message."""
         try:
             check_session_size(completed_event(key, record), self.limits)
+            if (size := len(record.model_dump_json().encode("utf-8"))) > self.limits.max_event_bytes:
+                raise SizeLimitExceeded(f"the open session is {size} bytes; the limit is {self.limits.max_event_bytes}")
         except SizeLimitExceeded as exc:
             raise SessionRejected(
                 "messages", f"too large: {exc}; end this session and start another", too_large=True
