@@ -139,6 +139,18 @@ def test_we_use_is_an_edge_from_the_speaker_not_a_fact_about_them() -> None:
     assert not any(f.attribute == "uses_tool" for f in output.facts), "a team habit, not the speaker's"
 
 
+def test_a_liked_kind_of_thing_is_a_fact_not_a_node() -> None:
+    for text, language in (
+        ("I'm a huge fan of Studio Ghibli films.", "en"),
+        ("I love jazz and hiking.", "en"),
+        ("저는 달리기, 자전거, 수영을 좋아해요.", "ko"),
+    ):
+        output = _run(text, language)
+        liked = {f.value.casefold() for f in output.facts if f.attribute == "likes"}
+        assert liked and not liked & set(_types(output)), (text, _types(output))
+    assert ("ana", "likes", "linear") in _edges(_run("ana: love Linear tbh", user="ana")), "a known tool is linked"
+
+
 # ---- Korean ---------------------------------------------------------------------------------------------
 
 
