@@ -78,8 +78,8 @@ def audit_user_command(
     ] = None,
     timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the running pruner.")] = 60.0,
 ) -> None:
-    """List every remaining trace of a user (vectors, graph, session / derived / dead-letter streams);
-    exit code 1 when anything remains."""
+    """List every remaining trace of a user (vectors, graph, session / derived / dead-letter streams,
+    open per-turn sessions); exit code 1 when anything remains."""
     try:
         owner = Owner(tenant_id, user_id)
     except ValueError as exc:
@@ -143,7 +143,8 @@ def audit_value_command(
     ] = None,
     timeout_s: Annotated[float, typer.Option("--timeout", help="Seconds to wait for the running pruner.")] = 120.0,
 ) -> None:
-    """Search every place a remembered value can reach (raw sessions of both roles, derived events,
+    """Search every place a remembered value can reach (open per-turn sessions, raw sessions of both
+    roles, derived events,
     dead letters, episodes, passages, facts, the keyword index, graph names and aliases, erasure
     progress) for a text; print where it is found. Exit code 0: found 0 times; 1: found; 2: error."""
     if user_id is not None and tenant_id is None:

@@ -6,6 +6,9 @@ user who states the forgotten value again after that, on purpose, is telling us 
 (above the cut) is kept, and so is its episode, its passages, its events, its fact and the graph's
 name for it. Sessions at or below the cut are redacted, whenever they are consolidated.
 
+An open session (a per-turn session not yet completed) has no stream sequence: there the rule is
+each turn's append time against the request's acceptance time; turns appended after it are kept.
+
 Lineage is by session id: an episode's id is derived from its session id, a fact's observations
 name their session (or, saved over the API, carry the time it was saved), a dead letter of a raw
 session keeps that session's sequence. The sessions kept are those above the cut that still state the
@@ -62,6 +65,11 @@ class AfterCut:
         """An entity a kept episode names is the user's name for what they said again; the erasure
         removes the earlier episodes' part in it (`FactErasure.graph_entities`)."""
         return bool(self.episodes & set(entity.episode_ids))
+
+    def spares_turn(self, appended_at: datetime) -> bool:
+        """An open session's turn appended after the request was accepted (both times are the
+        recall API's clock)."""
+        return appended_at > self.accepted_at
 
     # ---- facts --------------------------------------------------------------------------------
 

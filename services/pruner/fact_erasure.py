@@ -30,6 +30,7 @@ from services.common.stores.value_places import (
     PlaceStores,
     entities_naming,
     json_or_text,
+    open_session_store,
 )
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES, SearchFilter
 from services.pruner.erasure_cut import AfterCut, after_cut
@@ -41,6 +42,7 @@ from services.pruner.erasure_steps import (
     graph_counts,
 )
 from services.pruner.logic import Needle, add_counts, redact_session
+from services.pruner.open_session_redaction import redact_open_record
 from services.pruner.value_needles import fact_needles_of
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,7 @@ class FactErasure:
 
     def redactors(self) -> dict[str, Redactor]:
         return {
+            "open_sessions": self.open_sessions,
             "sessions": self.sessions,
             "derived_events": self.derived_events,
             "dead_letters": self.dead_letters,
@@ -119,6 +122,23 @@ class FactErasure:
 
     async def drain(self) -> dict[str, int]:
         return await self.scope.drain_writers()
+
+    # ---- open sessions ------------------------------------------------------------------------
+
+    async def open_sessions(self) -> dict[str, int]:
+        """Redact the turns of the user's still-open per-turn sessions (both roles, names, and the
+        metadata) that state the value and were appended before the request was accepted, by
+        compare-and-set, so the session completes without them; turns appended after it are kept."""
+        store = await open_session_store(self.stores)
+        if store is None or not self.needles:
+            return {}
+        removed: dict[str, int] = {}
+        lineage = await self.lineage()
+        for key in await store.keys(self.scope.owner):
+            redacted = await store.redact(key, lambda record: redact_open_record(record, self.needles, lineage))
+            if redacted is not None:
+                add_counts(removed, {"open_sessions_redacted": 1})
+        return removed
 
     # ---- raw sessions -------------------------------------------------------------------------
 

@@ -17,11 +17,12 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js import api as js_api
-from nats.js.errors import NotFoundError, ServerError
+from nats.js.errors import BucketNotFoundError, NotFoundError, ServerError
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import Subjects
 from services.common.domain.owner import Owner
+from services.common.stores.open_sessions import OpenSessionStore
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES
 
 if TYPE_CHECKING:
@@ -134,6 +135,11 @@ class AuditReport(BaseModel):
     session_messages: int = Field(description="Raw SessionCompleted messages in the session stream.")
     derived_events: dict[str, int] = Field(description="Derived events per kind (erasure records excluded).")
     dead_letters: int = Field(description="Dead-letter records on the user's subjects.")
+    open_sessions: int = Field(
+        default=0,
+        description="Records of per-turn sessions in the open-session bucket (open, closing, or closed and "
+        "not yet forgotten). Not counted with a session cut: a record there holds only later turns.",
+    )
     erasure_records: int = Field(description="erasure.requested / erasure.completed events (kept as proof).")
 
     def traces(self) -> dict[str, int]:
@@ -143,6 +149,7 @@ class AuditReport(BaseModel):
         flat["streams.sessions"] = self.session_messages
         flat.update({f"streams.{kind}": count for kind, count in self.derived_events.items()})
         flat["streams.dead_letters"] = self.dead_letters
+        flat["open_sessions"] = self.open_sessions
         return flat
 
     @property
@@ -164,8 +171,10 @@ async def audit_user(
     session_cut: int | None = None,
 ) -> AuditReport:
     """Count what is left of `owner` in the vector collections, the graph, the session stream, the
-    derived stream and the dead-letter stream. With `session_cut`, raw sessions above it (published
-    after an erasure started: the user came back) are not counted."""
+    derived stream, the dead-letter stream and the open-session bucket. With `session_cut`, raw
+    sessions above it (published after an erasure started: the user came back) are not counted, nor
+    open sessions (the erasure removed the user's records when it was accepted; one there now was
+    opened by a later turn)."""
     vectors = {collection: await index.count(collection, owner) for collection in VECTOR_COLLECTIONS}
     graph_counts = await graph.count(owner)
     session_subject = subjects.session_completed(owner.tenant_id, owner.user_id)
@@ -186,6 +195,7 @@ async def audit_user(
     dead = await subject_counts(
         js, subjects.dead_letter_stream, subjects.user_dead_letters(owner.tenant_id, owner.user_id)
     )
+    open_sessions = await count_open_sessions(js, subjects, owner) if session_cut is None else 0
     return AuditReport(
         tenant_id=owner.tenant_id,
         user_id=owner.user_id,
@@ -194,8 +204,19 @@ async def audit_user(
         session_messages=session_messages,
         derived_events=derived,
         dead_letters=sum(dead.values()),
+        open_sessions=open_sessions,
         erasure_records=erasure_records,
     )
+
+
+async def count_open_sessions(js: JetStreamContext, subjects: Subjects, owner: Owner) -> int:
+    """The owner's records in the open-session bucket (0 where there is no bucket: it is not created)."""
+    store = OpenSessionStore(js, subjects)
+    try:
+        await js.key_value(store.bucket)
+    except BucketNotFoundError:
+        return 0
+    return len(await store.keys(owner))
 
 
 # --------------------------------------------------------------------------------------------------

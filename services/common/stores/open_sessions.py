@@ -19,13 +19,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from nats.js import JetStreamContext
 from nats.js import api as js_api
 from nats.js.errors import BucketNotFoundError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contracts import Subjects
 from contracts.events import Channel, Message, Scope
@@ -51,6 +51,11 @@ class OpenSessionRecord(BaseModel):
     metadata: dict[str, str] = Field(default_factory=dict)
     turns: list[Message] = Field(default_factory=list)
     turn_ids: list[str | None] = Field(default_factory=list)
+    turn_appended_at: list[datetime] = Field(
+        default_factory=list,
+        description="When each turn was appended (server time), kept once the turns are dropped: a fact "
+        "erasure redacts only the turns appended before it was accepted.",
+    )
     turn_count: int = Field(default=0, ge=0, description="Turns appended (kept once the turns are dropped).")
     state: SessionState = "open"
     opened_at: datetime
@@ -58,6 +63,18 @@ class OpenSessionRecord(BaseModel):
     closed_at: datetime | None = None
     closed_by: Literal["end", "idle"] | None = None
     event_id: uuid.UUID | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _time_every_turn(cls, data: Any) -> Any:
+        """A record written before turns carried their append time: its untimed turns count as
+        appended when the session opened, so an erasure accepted since then still redacts them."""
+        if isinstance(data, dict) and data.get("opened_at") is not None:
+            times = list(data.get("turn_appended_at") or [])
+            missing = len(data.get("turns") or []) - len(times)
+            if missing > 0:
+                data = {**data, "turn_appended_at": [data["opened_at"]] * missing + times}
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +183,28 @@ class OpenSessionStore:
             await kv.delete(_key(key.owner, key.session_id), last=expected.revision)
         except KeyWrongLastSequenceError:
             return
+
+    async def redact(
+        self, key: SessionKey, rewrite: Callable[[OpenSessionRecord], OpenSessionRecord | None]
+    ) -> OpenSessionRecord | None:
+        """Compare-and-set of an open record without what an erasure removes (`rewrite` returns the
+        redacted record, or None when nothing in it is to go), retried when a turn was appended in
+        between, so no append is lost and none appended meanwhile escapes the rewrite. A record
+        closing or closed is left alone: its turns are frozen for, or already in, the session stream.
+        Returns the record written, or None when nothing was."""
+        written: list[OpenSessionRecord] = []
+
+        def decide(stored: StoredSession | None) -> OpenSessionRecord | None:
+            written.clear()
+            if stored is None or stored.record.state != "open":
+                return None
+            redacted = rewrite(stored.record)
+            if redacted is not None:
+                written.append(redacted)
+            return redacted
+
+        await self.swap(key.owner, key.session_id, decide)
+        return written[0] if written else None
 
     async def erase_user(self, owner: Owner) -> int:
         """Remove every record of the owner, turns and all revisions (a user's erasure); returns how

@@ -8,6 +8,9 @@ matched is `services.common.domain.value_text`.
 
 Places, upstream first (an erasure redacts in this order, so nothing still queued re-derives what was
 just removed):
+- `open_sessions`: turns (both roles, names) and metadata of per-turn sessions still open, in their
+  key-value bucket (`stores/open_sessions`): what is there now reaches the session stream when the
+  session closes;
 - `sessions`: the raw SessionCompleted messages in the session stream, both roles, names, metadata;
 - `derived_events`: the user's derived events (EpisodeCreated carries the summary, EntityUpserted the
   names); the erasure's own request and completion records carry only ids and are not searched;
@@ -24,8 +27,9 @@ just removed):
   not checked by the erasure's own verification.
 
 An erasure accepted with a cut (`ErasureRequested.session_cut`) searches with a `Lineage`: what the
-user said again after its 202 (raw sessions above the cut, and what was derived from them) is theirs to
-keep, so the finders leave it out. The audit searches with none: it reports every copy.
+user said again after its 202 (raw sessions above the cut, and what was derived from them; turns of an
+open session appended after the 202, by the append time each turn keeps) is theirs to keep, so the
+finders leave it out. The audit searches with none: it reports every copy.
 
 Exports (`tiermem dump`) are made from the vector payloads and the graph, so a clean audit means a
 clean dump; files an operator already wrote with `dump --out` are their copies and are not searched."""
@@ -35,6 +39,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nats.js import JetStreamContext
@@ -53,6 +58,7 @@ from services.common.stores.erasure import (
     subject_kind,
     user_derived_filter,
 )
+from services.common.stores.open_sessions import OpenSessionRecord, OpenSessionStore
 from services.common.stores.snapshot import COLLECTIONS, owners
 from services.common.stores.vector.port import HybridWeights
 
@@ -82,6 +88,10 @@ class Lineage(Protocol):
     def spares_point(self, collection: str, payload: Mapping[str, Any]) -> bool: ...
 
     def spares_entity(self, entity: EntityRecord) -> bool: ...
+
+    def spares_turn(self, appended_at: datetime) -> bool:
+        """An open session's turn (or its metadata, set when it opened) by when it was appended."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -173,6 +183,50 @@ async def find_in_dead_letters(stores: PlaceStores, owner: Owner, needles: Seque
         subject_filter,
         lambda _subject, data: text_mentions(with_inner_payload(data), needles),
     )
+
+
+def open_turns_mentioning(record: OpenSessionRecord, needles: Sequence[Needle], spared: Lineage | None) -> list[int]:
+    """Indexes of the record's turns that mention a needle and are not spared."""
+    # Not strict: a closed record has dropped its turns and kept their times.
+    return [
+        index
+        for index, (turn, appended_at) in enumerate(zip(record.turns, record.turn_appended_at, strict=False))
+        if text_mentions(turn.model_dump(mode="json"), needles)
+        and not (spared is not None and spared.spares_turn(appended_at))
+    ]
+
+
+def open_metadata_mentions(record: OpenSessionRecord, needles: Sequence[Needle], spared: Lineage | None) -> bool:
+    """The record's metadata (set by the session's first append) mentions a needle and is not spared."""
+    return text_mentions(record.metadata, needles) and not (spared is not None and spared.spares_turn(record.opened_at))
+
+
+async def open_session_store(stores: PlaceStores) -> OpenSessionStore | None:
+    """The open-session bucket, or None where there is none (searching never creates it)."""
+    store = OpenSessionStore(stores.js, stores.subjects)
+    try:
+        await stores.js.key_value(store.bucket)
+    except BucketNotFoundError:
+        return None
+    return store
+
+
+async def find_in_open_sessions(stores: PlaceStores, owner: Owner, needles: Sequence[Needle]) -> list[str]:
+    """The owner's open sessions (`session_id#turn` per turn, `session_id#metadata`) still holding a needle."""
+    store = await open_session_store(stores)
+    if store is None or not needles:
+        return []
+    found: list[str] = []
+    for key in await store.keys(owner):
+        stored = await store.get(key.owner, key.session_id)
+        if stored is None:
+            continue
+        if open_metadata_mentions(stored.record, needles, stores.spared):
+            found.append(f"{key.session_id}#metadata")
+        found.extend(
+            f"{key.session_id}#{index}" for index in open_turns_mentioning(stored.record, needles, stores.spared)
+        )
+    return found
 
 
 def _points_finder(collection: str) -> Finder:
@@ -299,6 +353,7 @@ def _progress_of(key: str, owner: Owner) -> bool:
 
 
 PLACES: tuple[Place, ...] = (
+    Place("open_sessions", find_in_open_sessions),
     Place("sessions", find_in_sessions),
     Place("derived_events", find_in_derived_events),
     Place("dead_letters", find_in_dead_letters),
@@ -351,6 +406,9 @@ async def owners_to_search(stores: PlaceStores, tenant_id: str | None, user_id: 
             tenant, user = stores.subjects.tokens_from(subject)
             if tenant and user:
                 found.add(Owner(tenant, user))
+    store = await open_session_store(stores)
+    if store is not None:
+        found.update(key.owner for key in await store.keys())
     selected = [owner for owner in found if tenant_id is None or owner.tenant_id == tenant_id]
     return sorted(selected, key=lambda owner: (owner.tenant_id, owner.user_id))
 

@@ -148,7 +148,7 @@ class OpenSessions:
                     "session_id", f"session {session_id} is {record.state}; append to a new session id instead"
                 )
             _check_description(record, request)
-            turns, turn_ids = list(record.turns), list(record.turn_ids)
+            turns, turn_ids, appended_at = list(record.turns), list(record.turn_ids), list(record.turn_appended_at)
             known = {turn_id: index for index, turn_id in enumerate(turn_ids) if turn_id is not None}
             counts.appended = counts.duplicates = 0
             for turn in request.messages:
@@ -164,11 +164,18 @@ class OpenSessions:
                     known[turn.turn_id] = len(turns)
                 turns.append(message)
                 turn_ids.append(turn.turn_id)
+                appended_at.append(now)
                 counts.appended += 1
             if counts.appended == 0:
                 return None
             grown = record.model_copy(
-                update={"turns": turns, "turn_ids": turn_ids, "turn_count": len(turns), "last_turn_at": now}
+                update={
+                    "turns": turns,
+                    "turn_ids": turn_ids,
+                    "turn_appended_at": appended_at,
+                    "turn_count": len(turns),
+                    "last_turn_at": now,
+                }
             )
             self._check_size(key, grown)
             return grown
