@@ -177,7 +177,7 @@ class EntityRef(BaseModel):
 
     entity_id: str = Field(description="Deterministic entity key.")
     name: str = Field(description="Display name.")
-    entity_type: str = Field(description="person, project, technology, organisation, place or other.")
+    entity_type: str = Field(description="person, pet, project, technology, organisation, place or other.")
 
 
 class EntityUpserted(_Event):

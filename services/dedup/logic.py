@@ -48,6 +48,7 @@ SHORT_NAME_MAX_CHARS = 3
 
 _TYPE_COMPATIBILITY: dict[str, frozenset[str]] = {
     "person": frozenset({"person", "other"}),
+    "pet": frozenset({"pet", "other"}),
     "place": frozenset({"place", "organisation", "other"}),
     "organisation": frozenset({"organisation", "project", "place", "technology", "other"}),
     "project": frozenset({"project", "technology", "organisation", "other"}),

@@ -137,6 +137,11 @@ def test_type_compatibility() -> None:
     assert types_compatible("weird-new-type", "person")
     assert not types_compatible("person", "technology")
     assert not types_compatible("place", "technology")
+    # A pet named like a person ("Bori", "Max") is never merged into that person, nor into a project.
+    assert types_compatible("pet", "other")
+    assert not types_compatible("pet", "person")
+    assert not types_compatible("person", "pet")
+    assert not types_compatible("pet", "project")
 
 
 def test_the_ambiguous_band_asks_the_llm_and_offline_does_not_merge() -> None:
