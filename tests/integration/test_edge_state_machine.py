@@ -1,13 +1,16 @@
 """Qdrant Edge under interleaved writes and searches (hypothesis.stateful), on real Edge shards.
 
-Two indexes receive the same upserts, payload writes and deletes: the plain one (`dense_window=None`:
-every dense search exhaustive) and one with the recent window on (edge_window.py, a window of 4 so
-that one owner crosses it often). A simple model holds what each owner wrote. After every search:
-- both answers are sound: only the owner's live points, passing the filter, with their current payloads;
+Three indexes receive the same upserts, payload writes and deletes: the plain one (`dense_window=None`:
+every dense search exhaustive), one with the recent window on (edge_window.py, a window of 4 so that
+one owner crosses it often), and one with the window and its rows in memory (edge_window_rows.py, a
+shortlist of just the branch's candidates, so that it often cannot settle the answer and falls back).
+A simple model holds what each owner wrote. After every search:
+- every answer is sound: only the owner's live points, passing the filter, with their current payloads;
 - dense-only searches are exact: the nearest by cosine among the points passing the filter (the
-  windowed index: among those in its current window, when the owner has one);
-- keyword-only searches (a weight of 0, or no query vector) agree between the two indexes, as do hybrid
-  searches of an owner without a window, and a keyword search finds every matching point when few do;
+  windowed indexes: among those in their current window, when the owner has one);
+- keyword-only searches (a weight of 0, or no query vector) agree between the plain and the windowed
+  index, as do hybrid searches of an owner without a window, and a keyword search finds every matching
+  point when few do; the index with rows answers every search as the windowed one does, up to ties;
 - counts agree with the model;
 - a two-step search (prepare_hybrid, then finish_hybrid, with any writes between the steps) answers
   exactly what the one-step hybrid_query answers on the index as it is when it finishes.
@@ -29,11 +32,12 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from services.common.domain.owner import Owner
 from services.common.stores.vector.edge import EdgeVectorIndex
 from services.common.stores.vector.edge_window import WINDOW_TIME_FIELD
+from services.common.stores.vector.edge_window_rows import WindowVectorsConfig
 from services.common.stores.vector.fusion import FusionConfig
 from services.common.stores.vector.port import (
     EPISODES,
@@ -51,7 +55,7 @@ DIM = 4
 WINDOW = 4
 NOW = 1_767_225_600.0
 # Dense scores over the whole cosine range: the fused order of a dense-only search is the cosine order.
-FUSION = FusionConfig(dense_floor=-1.0)
+FUSION = FusionConfig(dense_floor=-1.0, candidate_factor=1)
 POWER = Owner("t1", "power")  # up to 12 points: crosses the window of 4
 SMALL = Owner("t1", "small")  # up to 4 points: never windowed
 POOLS = {POWER: 12, SMALL: 4}
@@ -88,24 +92,28 @@ class Point:
 
 @dataclass(frozen=True)
 class TwoStep:
-    """A search begun on both indexes (prepare_hybrid) and not yet finished: the query vector is pending."""
+    """A search begun on every index (prepare_hybrid) and not yet finished: the query vector is pending."""
 
     owner: Owner
     channel: str | None
     query: np.ndarray[Any, np.dtype[np.float64]]
-    plain: PreparedHybrid
-    windowed: PreparedHybrid
+    prepared: tuple[PreparedHybrid, ...]  # one per index, in `Indexes.all` order
 
 
 @dataclass
 class Indexes:
-    """The two indexes under test and the loop they run on: opening a shard takes about a second, so
+    """The indexes under test and the loop they run on: opening a shard takes about a second, so
     every example reuses them, starting from no points (`EdgeSearchMachine.__init__`)."""
 
     loop: asyncio.AbstractEventLoop
     directory: Path
     plain: EdgeVectorIndex
     windowed: EdgeVectorIndex
+    shortlisted: EdgeVectorIndex
+
+    @property
+    def all(self) -> tuple[EdgeVectorIndex, ...]:
+        return (self.plain, self.windowed, self.shortlisted)
 
     @classmethod
     def open(cls) -> Indexes:
@@ -113,14 +121,24 @@ class Indexes:
         directory = Path(tempfile.mkdtemp(prefix="edge-state-"))
         # No automatic compaction: what runs is what the machine asks for.
         plain = EdgeVectorIndex(directory / "plain", fusion=FUSION, dense_window=None, optimize_threshold=None)
-        windowed = EdgeVectorIndex(directory / "windowed", fusion=FUSION, dense_window=WINDOW, optimize_threshold=None)
-        for index in (plain, windowed):
+        windowed = EdgeVectorIndex(
+            directory / "windowed", fusion=FUSION, dense_window=WINDOW, optimize_threshold=None, window_vectors=None
+        )
+        shortlisted = EdgeVectorIndex(
+            directory / "shortlisted",
+            fusion=FUSION,
+            dense_window=WINDOW,
+            optimize_threshold=None,
+            window_vectors=WindowVectorsConfig(shortlist_factor=1),
+        )
+        opened = cls(loop, directory, plain, windowed, shortlisted)
+        for index in opened.all:
             loop.run_until_complete(index.ensure_collection(EPISODES, DIM))
-        return cls(loop, directory, plain, windowed)
+        return opened
 
     def close(self) -> None:
         try:
-            for index in (self.plain, self.windowed):
+            for index in self.all:
                 self.loop.run_until_complete(index.close())
         finally:
             self.loop.close()
@@ -143,21 +161,27 @@ class EdgeSearchMachine(RuleBasedStateMachine):
         if not _opened:
             _opened.append(Indexes.open())
         self.indexes = _opened[0]
-        self.plain, self.windowed = self.indexes.plain, self.indexes.windowed
+        self.plain, self.windowed, self.shortlisted = self.indexes.all
         self.model: dict[str, Point] = {}
         self.begun: list[TwoStep] = []
         for owner in POOLS:
-            self.both("delete", EPISODES, owner)
+            self.each("delete", EPISODES, owner)
 
     def run(self, coroutine: Any) -> Any:
         return self.indexes.loop.run_until_complete(coroutine)
 
-    def both(self, call: str, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
-        plain = self.run(getattr(self.plain, call)(*args, **kwargs))
-        windowed = self.run(getattr(self.windowed, call)(*args, **kwargs))
-        return plain, windowed
+    def each(self, call: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """The answers of every index (plain, windowed, shortlisted) to one call."""
+        return tuple(self.run(getattr(index, call)(*args, **kwargs)) for index in self.indexes.all)
 
     # -- writes ------------------------------------------------------------------------------------
+
+    @initialize(seed=st.integers(min_value=0, max_value=1000), minute=minutes, terms=term_sets)
+    def power_user(self, seed: int, minute: int, terms: set[int]) -> None:
+        """Every run starts with a power user (twice the window, in both channels): the windowed
+        searches, and the rows kept for them, are in play from the first step."""
+        self.upsert(POWER, set(range(WINDOW)), seed, minute, CHANNELS[0], terms)
+        self.upsert(POWER, set(range(WINDOW, 2 * WINDOW)), seed, minute, CHANNELS[1], terms)
 
     @rule(
         owner=owners,
@@ -172,10 +196,22 @@ class EdgeSearchMachine(RuleBasedStateMachine):
         for number in sorted(n for n in numbers if n < POOLS[owner]):
             dense = unit_vector(seed, number)
             payload = {"n": number, "channel": channel, WINDOW_TIME_FIELD: NOW - 60.0 * (minute + number)}
-            sparse = SparseVector(indices=sorted(terms), values=[1.0] * len(terms))
+            # A weight of its own per point: no two keyword scores tie, so which points make a branch's
+            # cut never depends on Edge's storage order (which differs between shards).
+            sparse = SparseVector(indices=sorted(terms), values=[1.0 + number / 16] * len(terms))
             records.append(VectorRecord(point_id(owner, number), dense.tolist(), sparse, payload))
             self.model[point_id(owner, number)] = Point(owner, dense, frozenset(terms), dict(payload))
-        self.both("upsert", EPISODES, owner, records)
+        self.each("upsert", EPISODES, owner, records)
+
+    @rule(
+        number=st.integers(min_value=0, max_value=POOLS[POWER] - 1),
+        seed=st.integers(min_value=0, max_value=1000),
+        channel=st.sampled_from(CHANNELS),
+    )
+    def rewrite(self, number: int, seed: int, channel: str) -> None:
+        """One of the power user's points written again, new vector and newest time: their point count
+        (so their window) does not move, but what the window holds does."""
+        self.upsert(POWER, {number}, seed, 0, channel, set())
 
     @rule(
         owner=owners,
@@ -190,7 +226,7 @@ class EdgeSearchMachine(RuleBasedStateMachine):
         if not update:
             return
         ids = [point_id(owner, number) for number in sorted(numbers)]
-        self.both("set_payload", EPISODES, owner, ids, update)
+        self.each("set_payload", EPISODES, owner, ids, update)
         for point in ids:
             if point in self.model:
                 self.model[point].payload.update(update)
@@ -203,8 +239,7 @@ class EdgeSearchMachine(RuleBasedStateMachine):
         else:
             search_filter = SearchFilter(ids=[point_id(owner, number) for number in sorted(numbers)])
             gone = [point_id(owner, n) for n in numbers if point_id(owner, n) in self.model]
-        plain, windowed = self.both("delete", EPISODES, owner, search_filter)
-        assert plain == windowed == len(gone)
+        assert self.each("delete", EPISODES, owner, search_filter) == (len(gone),) * 3
         for point in gone:
             del self.model[point]
 
@@ -235,13 +270,21 @@ class EdgeSearchMachine(RuleBasedStateMachine):
         sparse = SparseVector(indices=sorted(terms), values=[1.0] * len(terms))
         search_filter = None if channel is None else SearchFilter(channels=[channel])
         arguments = {"dense": dense, "sparse": sparse, "weights": weights, "limit": limit}
-        plain, windowed = self.both("hybrid_query", EPISODES, owner, search_filter=search_filter, **arguments)
-        for found in (plain, windowed):
+        answers = self.each("hybrid_query", EPISODES, owner, search_filter=search_filter, **arguments)
+        plain, windowed, shortlisted = answers
+        for found in answers:
             self.check_sound(found, owner, channel)
         since = self.windowed.dense_windows.window_since(EPISODES, owner)
+        shortlisted_since = self.shortlisted.dense_windows.window_since(EPISODES, owner)
+        if dense is not None and weights.dense > 0 and shortlisted_since is not None:
+            assert self.shortlisted.window_vectors.loaded(EPISODES, owner)  # the rows were searched
+        if since == shortlisted_since:
+            assert scores(shortlisted) == pytest.approx(scores(windowed), abs=1e-6)
+            assert tied_groups(shortlisted) == tied_groups(windowed)
         if dense is not None and weights == DENSE_ONLY:
             assert ids(plain) == self.nearest(query, owner, channel, limit, since=None)
             assert ids(windowed) == self.nearest(query, owner, channel, limit, since=since)
+            assert ids(shortlisted) == self.nearest(query, owner, channel, limit, since=shortlisted_since)
         elif dense is None or weights == KEYWORD_ONLY or since is None:
             assert scores(plain) == pytest.approx(scores(windowed), abs=1e-6)
             assert tied_groups(plain) == tied_groups(windowed)
@@ -267,15 +310,15 @@ class EdgeSearchMachine(RuleBasedStateMachine):
         sparse = SparseVector(indices=sorted(terms), values=[1.0] * len(terms))
         search_filter = None if channel is None else SearchFilter(channels=[channel])
         arguments = {"sparse": sparse, "weights": weights, "limit": limit, "search_filter": search_filter}
-        plain, windowed = self.both("prepare_hybrid", EPISODES, owner, **arguments)
-        self.begun.append(TwoStep(owner, channel, unit_vector(seed, 10_000), plain, windowed))
+        prepared = self.each("prepare_hybrid", EPISODES, owner, **arguments)
+        self.begun.append(TwoStep(owner, channel, unit_vector(seed, 10_000), prepared))
 
     @precondition(lambda self: bool(self.begun))
     @rule(vector_came=st.booleans())
     def finish_search(self, vector_came: bool) -> None:
         begun = self.begun.pop(0)
         dense = begun.query.tolist() if vector_came else None
-        for index, prepared in ((self.plain, begun.plain), (self.windowed, begun.windowed)):
+        for index, prepared in zip(self.indexes.all, begun.prepared, strict=True):
             two_step = self.run(index.finish_hybrid(prepared, dense))
             self.check_sound(two_step, begun.owner, begun.channel)
             one_step = self.run(
@@ -297,7 +340,7 @@ class EdgeSearchMachine(RuleBasedStateMachine):
     def count(self, owner: Owner, channel: str | None) -> None:
         search_filter = None if channel is None else SearchFilter(channels=[channel])
         expected = sum(point.passes(owner, channel) for point in self.model.values())
-        assert self.both("count", EPISODES, owner, search_filter) == (expected, expected)
+        assert self.each("count", EPISODES, owner, search_filter) == (expected,) * 3
 
     def check_sound(self, found: list[ScoredRecord], owner: Owner, channel: str | None) -> None:
         assert scores(found) == sorted(scores(found), reverse=True)

@@ -50,6 +50,7 @@ from services.common.stores.episodes import Episode, EpisodeStore, episode_paylo
 from services.common.stores.vector.adapter_support import DENSE_VECTOR, SPARSE_VECTOR, owned_payload
 from services.common.stores.vector.edge import EdgeVectorIndex
 from services.common.stores.vector.edge_window import DEFAULT_WINDOW_POINTS
+from services.common.stores.vector.edge_window_rows import WindowVectorsConfig
 from services.common.stores.vector.port import (
     EPISODES,
     FACTS,
@@ -360,6 +361,7 @@ async def power_user_phase(
     return {
         "memories": plan.power_user_memories,
         "dense_window": DEFAULT_WINDOW_POINTS,
+        "window_vectors": index.window_vectors.config is not None,
         **windowed,
         "exhaustive": exhaustive,
         "top_hit_changed_share": round(changed / max(1, len(probes)), 3),
@@ -371,7 +373,9 @@ async def _edge_phase(
 ) -> tuple[dict[str, Any], list[tuple[str, str]], list[SearchProbe]]:
     """Seeding, L0/L1, growth and the power user on Edge; and the episode search alone for the
     questions the local-mode phase asks (returned with their probes)."""
-    index = EdgeVectorIndex(work / "edge", optimize_threshold=None)
+    settings = RecallApiSettings(data_dir=work)  # reads the environment (TIERMEM_VECTOR__WINDOW_VECTORS)
+    window_vectors = WindowVectorsConfig() if settings.vector.window_vectors else None
+    index = EdgeVectorIndex(work / "edge", optimize_threshold=None, window_vectors=window_vectors)
     await open_index(index, HashEmbedder().dim)
     rss_before = rss_mb()
     started = time.perf_counter()
@@ -388,7 +392,7 @@ async def _edge_phase(
         "embedder": FAST_EMBEDDER_NOTE,
     }
     embedder = LocalE5Embedder()
-    resources = Resources(RecallApiSettings(data_dir=work), _vector_index=index, _embedder=embedder, _keywords=keywords)
+    resources = Resources(settings, _vector_index=index, _embedder=embedder, _keywords=keywords)
     local_questions = _questions(topics, plan.local_queries, plan.seed, users=_local_users(plan))
     try:
         if progress:

@@ -118,6 +118,7 @@ class Resources:
     def _edge_index(self) -> EdgeVectorIndex:
         if self._edge is None:
             from services.common.stores.vector.edge import EdgeVectorIndex
+            from services.common.stores.vector.edge_window_rows import WindowVectorsConfig
 
             vector = self.settings.vector
             self._edge = EdgeVectorIndex(
@@ -125,6 +126,7 @@ class Resources:
                 optimize_threshold=vector.index_build_threshold,
                 index_builds=vector.index_builds,
                 dense_window=vector.dense_window,
+                window_vectors=WindowVectorsConfig() if vector.window_vectors else None,
             )
         return self._edge
 

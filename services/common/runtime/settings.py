@@ -69,6 +69,12 @@ class VectorSettings(BaseModel):
         description="Edge: an owner with more points than this in a collection (a power user) has the vector half of "
         "each search run over their most recent this-many points; keywords still search all. null: always exhaustive.",
     )
+    window_vectors: bool = Field(
+        default=True,
+        description="Edge: keep the dense windows of the most recently searched power users in memory as matrices "
+        "(at most 8, ~1.5 KB a point at 384 dimensions) and let them shortlist the points Edge scores; the same "
+        "answers as without (a shortlist that cannot prove it falls back to Edge's search of the window).",
+    )
 
 
 class GraphSettings(BaseModel):

@@ -76,6 +76,7 @@ from services.common.stores.vector.adapter_support import (
 from services.common.stores.vector.edge_filters import edge_filter, retrieve_payloads
 from services.common.stores.vector.edge_search import BranchSearch
 from services.common.stores.vector.edge_window import DEFAULT_WINDOW_POINTS, RecentWindows
+from services.common.stores.vector.edge_window_rows import Shortlist, WindowVectors, WindowVectorsConfig
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
 
 _CONFIG_FILE = "edge_config.json"
@@ -88,6 +89,7 @@ _FACET_LIMIT = 1_000_000
 # Journal operations a swap may leave for its final replay behind the write gate (writes wait for it).
 _SWAP_TAIL = 64
 _STAMPS = itertools.count()
+DEFAULT_WINDOW_VECTORS = WindowVectorsConfig()
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +126,8 @@ class EdgeVectorIndex:
     "background" (a child process, swapped in) or "inline" (blocks the process; a benchmark baseline).
     `dense_window`: an owner with more points than this in a collection has the dense branch of each
     search run over their most recent ~that many points only, the keyword branch over all (edge_window.py;
-    None: always exhaustive).
+    None: always exhaustive). `window_vectors`: keep power users' windows as matrices that shortlist
+    their dense branch, with the same answers (edge_window_rows.py; None: off).
     """
 
     def __init__(
@@ -138,6 +141,7 @@ class EdgeVectorIndex:
         upsert_chunk_size: int = 256,
         index_builds: IndexBuilds = "never",
         dense_window: int | None = DEFAULT_WINDOW_POINTS,
+        window_vectors: WindowVectorsConfig | None = DEFAULT_WINDOW_VECTORS,
     ) -> None:
         if optimize_threshold is not None and optimize_threshold < 1:
             raise ValueError("optimize_threshold must be >= 1 or None")
@@ -156,6 +160,7 @@ class EdgeVectorIndex:
         self._dir_lock = DirLock(self._data_dir, _LOCK_FILE, holder="another process", hint=_ONE_PROCESS_HINT)
         self._retired: dict[str, Path] = {}  # generation directories replaced by a build, to remove
         self.dense_windows = RecentWindows(dense_window)
+        self.window_vectors = WindowVectors(window_vectors)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -335,6 +340,7 @@ class EdgeVectorIndex:
                 opened.build.cancel()
         await self.wait_for_builds()
         collections, self._collections = self._collections, {}
+        self.window_vectors.clear()
         errors: list[Exception] = []
         for opened in collections.values():
             try:
@@ -374,6 +380,7 @@ class EdgeVectorIndex:
                     await asyncio.sleep(0)  # let the event loop breathe between chunks
                 chunk = points[start : start + self._chunk_size]
                 _apply(opened, qe.UpdateOperation.upsert_points(chunk, condition=owner_filter))
+                self.window_vectors.changed(collection, owner)
             _recount(opened)
             opened.pending_points += len(points)
         threshold = self._optimize_threshold
@@ -408,6 +415,8 @@ class EdgeVectorIndex:
             return
         async with opened.write_gate:
             _apply(opened, qe.UpdateOperation.set_payload_by_filter(edge_filter(conditions), update))
+            if edge_window.WINDOW_TIME_FIELD in update:  # may move a point into or out of the window
+                self.window_vectors.changed(collection, owner)
 
     async def delete(self, collection: str, owner: Owner, search_filter: port.SearchFilter | None = None) -> int:
         opened = self._collection(collection)
@@ -476,14 +485,24 @@ class EdgeVectorIndex:
             raise ValueError(f"dense query has shape {query_vector.shape}, expected ({opened.dense_dim},)")
         search = BranchSearch(opened.shard, conditions, self._fusion.candidates(prepared.limit))
         window: list[qe.FieldCondition] = []
+        shortlist: Shortlist | None = None
         if ran.dense > 0:
             backfill = functools.partial(self._backfill_writes, prepared.collection, opened)
             window = self.dense_windows.dense_conditions(opened.shard, prepared.collection, prepared.owner, backfill)
+            cutoff = self.dense_windows.window_since(prepared.collection, prepared.owner)
+            key = (prepared.collection, prepared.owner)
+            shortlist = self.window_vectors.shortlist(
+                opened.shard, key, cutoff, window, query_vector, search.candidates
+            )
         # What was read ahead stands only if nothing was written since (port.PreparedHybrid).
         ahead = prepared.stamp == opened.stamp and prepared.keyword_hits is not None
         known = [BranchHit(hit_id, score) for hit_id, score in prepared.keyword_hits or ()] if ahead else None
         dense_hits, keyword_hits = search.branches(
-            query_vector if ran.dense > 0 else None, prepared.sparse if ran.keyword > 0 else None, window, known
+            query_vector if ran.dense > 0 else None,
+            prepared.sparse if ran.keyword > 0 else None,
+            window,
+            known,
+            shortlist,
         )
         fused = fuse_branches(
             dense_hits,
