@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, SecretStr
 
 from services.common.runtime.settings import TierMemSettings
@@ -81,6 +83,61 @@ class RecallApiSettings(TierMemSettings):
     # 0.15); the "nothing relevant" decision belongs to L0's gate and subject check, which inject unasked.
     l1_min_score: float = Field(
         default=0.15, ge=0, le=1, description="L1 drops hits under this fused relevance (an empty answer is honest)."
+    )
+    # How L1 weighs a session's evidence (services/recall_api/retrieval/session_evidence.py). The
+    # summary and passage collections score on different scales, so "rrf" compares ranks; see
+    # docs/evaluation.md for the variants measured and the pick.
+    l1_evidence: Literal["max", "rrf", "support"] = Field(
+        default="max",
+        description=(
+            "L1 ranks an episode by its best hit ('max'), by rank fusion of its summary, passage and fact "
+            "rankings ('rrf': the hybrid scores are handed out in the fused order), or by its best hit plus "
+            "bounded shares of its next-best hit and best fact ('support')."
+        ),
+    )
+    l1_rrf_k: float = Field(default=60.0, gt=0, le=1000, description="Damping constant of L1's rank fusion.")
+    l1_summary_weight: float = Field(
+        default=1.0,
+        ge=0,
+        le=1,
+        description="Weight (in rank fusion) of the episode-summary ranking; the passage ranking weighs 1.",
+    )
+    l1_second_passage_weight: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description=(
+            "Weight of a session's second-best passage (rrf) or next-best hit (support): two matching "
+            "passages beat one."
+        ),
+    )
+    l1_fact_vote_weight: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description=(
+            "Weight (rrf, support) of the best matching fact of a session: a fact votes for the session it "
+            "came from. When only episodes are asked for, facts are then searched too (one more store read)."
+        ),
+    )
+    l1_time_boost: float = Field(
+        default=0.0,
+        ge=0,
+        le=0.5,
+        description=(
+            "Relevance an episode gains when its session time falls in a time the query names ('in May', "
+            "'last Saturday', '5월', '지난주'; relative times resolved against the request time; 0: off)."
+        ),
+    )
+    l1_alias_expansion: bool = Field(
+        default=True,
+        description=(
+            "L1 adds the other names (graph aliases) of entities the query names to its keyword query; skipped "
+            "when the graph does not answer within l1_alias_timeout_ms."
+        ),
+    )
+    l1_alias_timeout_ms: float = Field(
+        default=100.0, gt=0, le=5000, description="Longest L1 waits for the graph's alias lookup."
     )
 
     # ---- ranking -------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from services.common.stores.vector.port import HybridWeights, PreparedHybrid, Se
 from services.recall_api.retrieval import ranking
 from services.recall_api.retrieval.ranking import Candidate, Ranked
 from services.recall_api.retrieval.recall_counts import RecallCountUpdater
+from services.recall_api.retrieval.session_evidence import EvidencePolicy, aggregate_episode_evidence
 
 LIVE_FACT_STATUSES = ["confirmed", "tentative"]
 
@@ -83,6 +84,14 @@ class CandidateSearch:
     include_superseded: bool
     now: datetime
     metadata: Mapping[str, str] = field(default_factory=dict)  # session metadata every hit must carry
+    # How an episode's summary, passage and fact hits combine (session_evidence.py); the default, the
+    # best hit's score, is what L0's gate reads its score parts against.
+    evidence: EvidencePolicy = field(default_factory=EvidencePolicy)
+
+    @property
+    def fact_votes(self) -> bool:
+        """Facts are searched only to vote for their sessions (episodes asked for, facts not)."""
+        return "fact" not in self.kinds and "episode" in self.kinds and self.evidence.fact_vote > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,15 +204,20 @@ class CandidateRetriever:
             self._episode_hits(episodes, owner, query, search, episode_search, prepared),
             self._fact_hits(facts, owner, query, search, prepared),
         )
-        all_scores = [hit.score for found in (episode_hits, passage_hits, fact_hits) for hit in found]
+        returned_facts = [] if search.fact_votes else fact_hits
+        all_scores = [hit.score for found in (episode_hits, passage_hits, returned_facts) for hit in found]
         top_score = max(all_scores) if all_scores else None
 
         candidates: list[Candidate] = []
         if "episode" in search.kinds:
-            candidates.extend(await self._episodes(episodes, owner, episode_hits, passage_hits, episode_search))
+            candidates.extend(
+                await self._episodes(
+                    episodes, owner, (episode_hits, passage_hits, fact_hits), episode_search, search.evidence
+                )
+            )
         if "fact" in search.kinds:
             candidates.extend(await self._facts(facts, owner, fact_hits, search))
-        return CandidateSet(candidates, top_score, best_hit_parts(episode_hits, passage_hits, fact_hits))
+        return CandidateSet(candidates, top_score, best_hit_parts(episode_hits, passage_hits, returned_facts))
 
     @staticmethod
     async def _episode_hits(
@@ -244,7 +258,7 @@ class CandidateRetriever:
     async def _fact_hits(
         store: FactStore, owner: Owner, query: Query, search: CandidateSearch, prepared: PreparedSearches | None
     ) -> list[FactHit]:
-        if "fact" not in search.kinds:
+        if "fact" not in search.kinds and not search.fact_votes:
             return []
         if prepared is not None and prepared.facts is not None:
             return await store.finish_search(prepared.facts, query.dense)
@@ -261,11 +275,12 @@ class CandidateRetriever:
     async def _episodes(
         store: EpisodeStore,
         owner: Owner,
-        episode_hits: Sequence[EpisodeHit],
-        passage_hits: Sequence[PassageHit],
+        hits: tuple[Sequence[EpisodeHit], Sequence[PassageHit], Sequence[FactHit]],
         episode_search: SearchFilter,
+        evidence: EvidencePolicy,
     ) -> list[Candidate]:
-        merged = ranking.merge_episode_hits(episode_hits, passage_hits)
+        episode_hits, passage_hits, fact_hits = hits
+        merged = aggregate_episode_evidence(episode_hits, passage_hits, fact_hits, evidence)
         found = {hit.episode.episode_id: hit.episode for hit in episode_hits}
         missing = [episode_id for episode_id in merged if episode_id not in found]
         if missing:
@@ -273,11 +288,12 @@ class CandidateRetriever:
             passage_only = dataclasses.replace(episode_search, ids=missing)
             found.update((e.episode_id, e) for e in await store.scroll(owner, passage_only, limit=len(missing)))
         candidates: list[Candidate] = []
-        for episode_id, (relevance, via_passage, text) in merged.items():
+        for episode_id, evidence_of in merged.items():
             stored = found.get(episode_id)
             if stored is None:
                 continue  # passage left behind by an episode that expired or was erased
-            candidates.append(ranking.episode_candidate(stored, relevance, passage_text=text if via_passage else None))
+            text = evidence_of.passage_text if evidence_of.via_passage else None
+            candidates.append(ranking.episode_candidate(stored, evidence_of.relevance, passage_text=text))
         return candidates
 
     async def _facts(

@@ -3,6 +3,8 @@ memory in full: an episode's summary, provenance and source messages, or a fact 
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -18,10 +20,19 @@ from services.common.stores.facts import StoredFact
 from services.common.stores.raw_sessions import read_raw_session
 from services.common.stores.vector.port import HybridWeights, SearchFilter
 from services.recall_api.retrieval import ranking
-from services.recall_api.retrieval.candidates import CandidateRetriever, CandidateSearch, channel_filter, note_recalled
+from services.recall_api.retrieval.alias_expansion import AliasExpander, widen_sparse
+from services.recall_api.retrieval.candidates import (
+    CandidateRetriever,
+    CandidateSearch,
+    Query,
+    channel_filter,
+    note_recalled,
+)
 from services.recall_api.retrieval.memory_records import episode_provenance, fact_provenance, memory_item
 from services.recall_api.retrieval.metrics import RecallMetrics
+from services.recall_api.retrieval.query_time import query_time_windows
 from services.recall_api.retrieval.recall_counts import RecallCountUpdater
+from services.recall_api.retrieval.session_evidence import EvidencePolicy, boost_in_time
 from services.recall_api.schemas import ExpandedMemory, SearchRequest, SearchResponse, SourceMessage
 from services.recall_api.settings import RecallApiSettings
 
@@ -43,12 +54,33 @@ class MemorySearch:
         self.nats = nats
         self.metrics = metrics
         self.recall_counts = recall_counts
+        self.aliases = AliasExpander(resources, settings.l1_alias_timeout_ms / 1000)
+        self.evidence = EvidencePolicy(
+            mode=settings.l1_evidence,
+            rrf_k=settings.l1_rrf_k,
+            summary=settings.l1_summary_weight,
+            second_passage=settings.l1_second_passage_weight,
+            fact_vote=settings.l1_fact_vote_weight,
+        )
+
+    async def _query(self, owner: Owner, request: SearchRequest) -> Query:
+        """The query embedded, its keyword form widened by the other names of the entities it names
+        (looked up in the graph while the query embeds)."""
+        if not self.settings.l1_alias_expansion:
+            return await self.retriever.embed(request.query)
+        query, names = await asyncio.gather(
+            self.retriever.embed(request.query), self.aliases.extra_names(owner, request.query, request.channel)
+        )
+        if not names:
+            return query
+        extra = await asyncio.to_thread(self.resources.keywords().encode_query, " ".join(names))
+        return dataclasses.replace(query, sparse=widen_sparse(query.sparse, extra))
 
     async def search(self, tenant_id: str, request: SearchRequest) -> SearchResponse:
         started = time.perf_counter()
         owner = Owner(tenant_id, request.user_id)
         now = datetime.now(UTC)
-        query = await self.retriever.embed(request.query)
+        query = await self._query(owner, request)
         search = CandidateSearch(
             weights=HybridWeights(keyword=self.settings.l1_keyword_weight, dense=self.settings.l1_dense_weight),
             fetch=max(request.limit * self.settings.fetch_factor, self.settings.l1_min_fetch),
@@ -58,8 +90,11 @@ class MemorySearch:
             include_superseded=request.include_superseded,
             now=now,
             metadata=request.metadata,
+            evidence=self.evidence,
         )
         candidates, top_score = await self.retriever.candidates(owner, query, search)
+        windows = query_time_windows(request.query, now) if self.settings.l1_time_boost > 0 else []
+        candidates = boost_in_time(candidates, windows, self.settings.l1_time_boost)
         ranked = ranking.rank_candidates(
             candidates,
             now=now,
