@@ -34,6 +34,18 @@ class RecallApiSettings(TierMemSettings):
         description="L0 waits this long (from the request's start) for the query embedding, then answers from "
         "keyword search alone, flagged degraded (services/recall_api/l0/deadline.py).",
     )
+    # The model does not replace the rules by default: on its training data it cuts contamination and
+    # raises abstention but recalls less (the coefficients file records both; issue 50's note).
+    l0_decision: Literal["model", "rules"] = Field(
+        default="rules",
+        description=(
+            "How L0 decides what to inject: rules, the hand rules below (relative margin, dense and keyword "
+            "floors, subject and detail checks); model, a logistic model over the candidate's scores, wording "
+            "coverage, subject and the rules' own verdict (coefficients shipped with the package, "
+            "services/recall_api/l0/decision.py). One per session, the entry limit and the token budget apply "
+            "to both."
+        ),
+    )
     # The L0 gate (services/recall_api/l0/gate.py, l0/subject.py): rules that move the precision-recall
     # frontier rather than the threshold along it. Measured on LoCoMo (dev subset) in the issue 17 note.
     l0_relative_margin: float = Field(

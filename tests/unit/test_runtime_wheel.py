@@ -17,7 +17,13 @@ DOCKERFILE = ROOT / "infra" / "Dockerfile"
 LAB_PACKAGE = ROOT / "lab" / "tiermem_lab"
 # Where the lab's code lives now and where it lived inside services before it had a package of its own.
 LAB_PATHS = ("tiermem_lab/", "services/cli/evaluation/", "services/cli/benchmarks/", "services/recall_api/seeding.py")
-PRODUCT_FILES = ("services/cli/main.py", "services/recall_api/app.py", "contracts/events.py")
+# The L0 decision model's coefficients are data, not code: the wheel must carry them.
+PRODUCT_FILES = (
+    "services/cli/main.py",
+    "services/recall_api/app.py",
+    "contracts/events.py",
+    "services/recall_api/l0/decision_coefficients.json",
+)
 
 
 def _lab_modules() -> list[str]:

@@ -158,7 +158,12 @@ def eval_settings(
 
 
 # The L0 settings that turn the gate off (`ungated_settings`): a minimum score and nothing else.
-UNGATED_L0 = {"l0_relative_margin": 1.0, "l0_one_per_session": False, "l0_subject_attribution": False}
+UNGATED_L0 = {
+    "l0_decision": "rules",
+    "l0_relative_margin": 1.0,
+    "l0_one_per_session": False,
+    "l0_subject_attribution": False,
+}
 UNGATED_L0_EXTRA = {"l0_min_dense": 0.0, "l0_min_dense_share": 0.0, "l0_min_keyword": 0.0, "l0_detail_max_dense": 0.0}
 
 

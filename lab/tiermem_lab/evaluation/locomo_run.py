@@ -284,7 +284,8 @@ def _report_meta(config: LocomoConfig, samples: Sequence[LocomoSample], run: Loc
             "l0": (
                 f"recall/auto, question as the message: max {settings.l0_default_max_entries} items, "
                 f"{settings.l0_default_token_budget} tokens, keyword {settings.l0_keyword_weight} / dense "
-                f"{settings.l0_dense_weight}, min score {settings.l0_min_score}; gate: within "
+                f"{settings.l0_dense_weight}, min score {settings.l0_min_score}; decision {settings.l0_decision} "
+                "(model: the shipped coefficients, then one per session; rules: the gate that follows); gate: within "
                 f"{settings.l0_relative_margin} of the top, dense >= {settings.l0_min_dense} and >= "
                 f"{settings.l0_min_dense_share} of the best, keyword >= {settings.l0_min_keyword}, one per session "
                 f"{settings.l0_one_per_session}, subject attribution {settings.l0_subject_attribution}, detail "

@@ -16,6 +16,7 @@ from services.common.domain.tokens import TokenCounter
 from services.common.domain.trivial import is_trivial_message
 from services.common.stores.vector.port import HybridWeights
 from services.recall_api.l0.deadline import start_query
+from services.recall_api.l0.decision import shipped_model
 from services.recall_api.l0.detail import prepare_query
 from services.recall_api.l0.gate import L0GatePolicy
 from services.recall_api.l0.query import Turn, build_l0_query
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 def l0_policy(settings: RecallApiSettings) -> L0Policy:
-    """The L0 gate as configured (see the `l0_*` settings)."""
+    """The L0 decision as configured (see the `l0_*` settings): the shipped model, or the hand rules."""
     return L0Policy(
         gate=L0GatePolicy(
             relative_margin=settings.l0_relative_margin if settings.l0_relative_margin < 1 else None,
@@ -45,6 +46,7 @@ def l0_policy(settings: RecallApiSettings) -> L0Policy:
         ),
         subject_attribution=settings.l0_subject_attribution,
         detail_max_dense=settings.l0_detail_max_dense if settings.l0_detail_max_dense > 0 else None,
+        model=shipped_model() if settings.l0_decision == "model" else None,
     )
 
 

@@ -126,14 +126,15 @@ def detail_check(query: str, entities: Iterable[str], tokenise: Tokenise) -> Det
 STEM_PREFIX = 5
 
 
-def _stem(term: str) -> str:
+def stem(term: str) -> str:
+    """The term's first `STEM_PREFIX` characters for a longer Latin word, else the term itself."""
     return term[:STEM_PREFIX] if len(term) > STEM_PREFIX and not _HANGUL.search(term) else term
 
 
 def covers(check: DetailCheck, text: str, tokenise: Tokenise) -> bool:
     """The text names at least one asked detail (same word, or the same stem for longer Latin words)."""
-    stems = {_stem(term) for term in tokenise(text)}
-    return any(_stem(detail) in stems for detail in check.details)
+    stems = {stem(term) for term in tokenise(text)}
+    return any(stem(detail) in stems for detail in check.details)
 
 
 def misses_the_detail(check: DetailCheck, text: str, tokenise: Tokenise, dense: float | None, max_dense: float) -> bool:

@@ -1,16 +1,19 @@
-"""What L0 injects, pure: the ranked candidates through the gate (`gate`: agreement, distance from
-the top, one item per session, facts first), the subject check (`subject`: nothing about someone
-else), the detail check (`detail`: nothing that knows the topic but not the asked detail) and the
-redundancy check (nothing that repeats an item already chosen). The one place `AutoRecall` and the
-memory browser's L0 explanation decide it."""
+"""What L0 injects, pure. With a decision model (`decision`, the default): each ranked candidate
+passes when the model's p reaches its bar, then the structural rules of the gate (one item per
+session, facts first, a tentative fact only with its session) and the redundancy check (nothing that
+repeats an item already chosen). Without one (`TIERMEM_L0_DECISION=rules`): the gate's hand rules
+(agreement, distance from the top), the subject check (`subject`: nothing about someone else) and the
+detail check (`detail`: nothing that knows the topic but not the asked detail). The one place
+`AutoRecall` and the memory browser's L0 explanation decide it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from services.common.gateways.keywords import surface_terms
-from services.recall_api.l0.detail import DetailCheck, detail_check, misses_the_detail
+from services.recall_api.l0.decision import DecisionModel, QueryContext, candidate_features, query_context
+from services.recall_api.l0.detail import DetailCheck, asks_for_value, detail_check, misses_the_detail
 from services.recall_api.l0.gate import GateItem, L0GatePolicy, gate
 from services.recall_api.l0.subject import SubjectCheck, about_someone_else, known_speakers, subject_check
 from services.recall_api.retrieval.candidates import ScoreParts
@@ -29,6 +32,9 @@ class L0Policy:
     # An item whose keyword terms are at least this share of another chosen item's (or the other way
     # round) repeats it and is left out (None: off).
     max_overlap: float | None = 0.8
+    # The calibrated decision (decision.py) in place of the gate's agreement and margin rules and the
+    # subject and detail checks (None: those rules decide).
+    model: DecisionModel | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +99,8 @@ def select_injection(
     the subject and detail checks tokenise the item's text (Kiwi, ~0.25 ms per Korean text) when the
     query names someone or asks for a detail, and a turn injects only the first few, so items past them
     are never checked (the memory browser says they ranked below the cut)."""
+    if policy.model is not None:
+        return _select_by_model(ranked, parts, query, tokenise, policy, policy.model, limit)
     kept = [ranked[i] for i in gate([_gate_item(r, parts) for r in ranked], policy.gate)]
     kept_ids = {r.candidate.id for r in kept}
     gated = "gated (far from the top, no agreement, or its session already injected)"
@@ -110,6 +118,14 @@ def select_injection(
         tokenise=tokenise,
         policy=policy,
     )
+    return _choose(kept, dropped, checks, parts, limit)
+
+
+def _choose(
+    kept: Sequence[Ranked], dropped: dict[str, str], checks: _Checks, parts: Mapping[str, ScoreParts], limit: int | None
+) -> Selection:
+    """The first `limit` of `kept` that pass the checks, best first; why each other one is left out
+    goes into `dropped`."""
     chosen: list[tuple[Ranked, frozenset[str]]] = []
     for item in kept:
         if limit is not None and len(chosen) >= limit:
@@ -121,6 +137,113 @@ def select_injection(
         else:
             chosen.append((item, terms))
     return Selection([item for item, _ in chosen], dropped)
+
+
+@dataclass(frozen=True, slots=True)
+class Scene:
+    """One turn as the decision model sees it: the ranked candidates (past the floor), their gate
+    items and evidence texts, the turn's context and, when the message names one known speaker, the
+    subject check."""
+
+    ranked: Sequence[Ranked]
+    items: list[GateItem]
+    texts: list[str]
+    context: QueryContext
+    subject: SubjectCheck | None
+    tokenise: Tokenise
+    rules_chosen: frozenset[str] = frozenset()  # ids the hand rules inject (their verdict is one feature)
+
+    def mismatch(self, index: int) -> bool:
+        """The candidate's evidence is another known speaker's (tokenises its text: Kiwi for Korean)."""
+        if self.subject is None:
+            return False
+        candidate = self.ranked[index].candidate
+        subject = candidate.fact.subject if candidate.fact is not None else None
+        return about_someone_else(self.subject, self.texts[index], self.tokenise, subject=subject)
+
+    def features(self, index: int, *, mismatch: bool) -> tuple[float, ...]:
+        terms = surface_terms(self.texts[index])
+        chosen = self.ranked[index].candidate.id in self.rules_chosen
+        return candidate_features(
+            self.items[index], index, self.context, terms, subject_mismatch=mismatch, rules_chosen=chosen
+        )
+
+
+def l0_scene(
+    ranked: Sequence[Ranked],
+    parts: Mapping[str, ScoreParts],
+    query: str,
+    tokenise: Tokenise,
+    rules: L0Policy,
+    *,
+    limit: int | None = None,
+) -> Scene:
+    """The turn's `Scene` (the lab's training reads the same features as inference). `rules`: the hand
+    rules' policy, whose choice (within `limit`) is one feature: the model weighs their verdict with
+    the signals they cut on alone."""
+    items = [_gate_item(r, parts) for r in ranked]
+    texts = [evidence_text(r.candidate) for r in ranked]
+    subject = subject_check(query, known_speakers(texts), tokenise) if rules.subject_attribution and ranked else None
+    context = query_context(surface_terms(query), asks_for_value(query), items)
+    by_rules = select_injection(ranked, parts, query, tokenise, replace(rules, model=None), limit=limit)
+    chosen = frozenset(r.candidate.id for r in by_rules.chosen)
+    return Scene(ranked, items, texts, context, subject, tokenise, chosen)
+
+
+def _model_verdict(scene: Scene, index: int, model: DecisionModel) -> str | None:
+    """None when the candidate passes the model's bar, else why not. The subject check (Kiwi for a
+    Korean text) runs only when its answer can change the verdict (otherwise the reason's p is the one
+    without it)."""
+    mismatch = False
+    if scene.subject is not None:
+        as_theirs = model.passes(model.probability(scene.features(index, mismatch=False)))
+        as_other = model.passes(model.probability(scene.features(index, mismatch=True)))
+        mismatch = as_theirs != as_other and scene.mismatch(index)
+    x = scene.features(index, mismatch=mismatch)
+    p = model.probability(x)
+    if model.passes(p):
+        return None
+    return model.cut_reason(x, p, person=scene.subject.person if scene.subject is not None else None)
+
+
+def _select_by_model(
+    ranked: Sequence[Ranked],
+    parts: Mapping[str, ScoreParts],
+    query: str,
+    tokenise: Tokenise,
+    policy: L0Policy,
+    model: DecisionModel,
+    limit: int | None,
+) -> Selection:
+    """The model decides each candidate; one per session, facts first, tentative facts only with their
+    session and the redundancy check keep their rules."""
+    if not ranked:
+        return Selection([], {})
+    scene = l0_scene(ranked, parts, query, tokenise, policy, limit=limit)
+    dropped: dict[str, str] = {}
+    accepted: list[int] = []
+    for index, item in enumerate(ranked):
+        reason = _model_verdict(scene, index, model)
+        if reason is None:
+            accepted.append(index)
+        else:
+            dropped[item.candidate.id] = reason
+    structural = L0GatePolicy(
+        relative_margin=None, one_per_session=policy.gate.one_per_session, fact_margin=policy.gate.fact_margin
+    )
+    order = gate([scene.items[i] for i in accepted], structural)
+    kept = [ranked[accepted[position]] for position in order]
+    kept_ids = {r.candidate.id for r in kept}
+    for index in accepted:
+        candidate = ranked[index].candidate
+        if candidate.id not in kept_ids:
+            dropped[candidate.id] = (
+                "its session is already injected by a better item"
+                if scene.items[index].standalone
+                else "a tentative fact whose session's episode is not injected"
+            )
+    checks = _Checks(subject=None, detail=None, tokenise=tokenise, policy=policy)
+    return _choose(kept, dropped, checks, parts, limit)
 
 
 def term_overlap(first: Set[str], second: Set[str]) -> float:
