@@ -33,7 +33,7 @@ from services.common.stores.value_places import (
     open_session_store,
 )
 from services.common.stores.vector.port import EPISODES, FACTS, PASSAGES, SearchFilter
-from services.pruner.erasure_cut import AfterCut, after_cut
+from services.pruner.erasure_cut import AfterCut, after_cut, early_part
 from services.pruner.erasure_steps import (
     ErasureIncomplete,
     ErasureProgress,
@@ -42,7 +42,7 @@ from services.pruner.erasure_steps import (
     graph_counts,
 )
 from services.pruner.logic import Needle, add_counts, redact_session
-from services.pruner.open_session_redaction import redact_open_record
+from services.pruner.open_session_redaction import redact_early_turns, redact_open_record
 from services.pruner.value_needles import fact_needles_of
 
 log = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ class FactErasure:
         """Redact the turns of the user's still-open per-turn sessions (both roles, names, and the
         metadata) that state the value and were appended before the request was accepted, by
         compare-and-set, so the session completes without them; turns appended after it are kept."""
-        store = await open_session_store(self.stores)
+        store = await open_session_store(self.stores.js, self.stores.subjects)
         if store is None or not self.needles:
             return {}
         removed: dict[str, int] = {}
@@ -152,10 +152,17 @@ class FactErasure:
         matched_sessions: set[str] = set()
         if not self.needles:
             return removed
+        lineage = await self.lineage()
         async for message in stream_messages(scope.js(), scope.subjects.session_stream, scope.session_subject):
-            if message.seq is None or (self.cut is not None and message.seq > self.cut):
+            if message.seq is None:
+                continue
+            data = json_or_text(message.data)
+            # A per-turn session completed after the request with turns appended before it: only
+            # those turns are redacted.
+            early = lineage.early_flags(data) if lineage is not None else None
+            if self.cut is not None and message.seq > self.cut and early is None:
                 continue  # accepted after the request: the user said it again
-            if not text_mentions(json_or_text(message.data), self.needles):
+            if not text_mentions(data if early is None else early_part(data, early), self.needles):
                 continue
             session = _parse_session(message.data)
             if session is None:
@@ -163,7 +170,7 @@ class FactErasure:
                     add_counts(removed, {"session_messages": 1})
                 continue
             matched_sessions.add(session.session_id)
-            add_counts(removed, await self._replace_session(session, message.seq))
+            add_counts(removed, await self._replace_session(session, message.seq, early))
         unmatched = self.provenance_sessions - matched_sessions
         if unmatched:
             # Already redacted by an earlier delivery, or the statement is not literally in the text.
@@ -172,12 +179,18 @@ class FactErasure:
             )
         return removed
 
-    async def _replace_session(self, session: SessionCompleted, seq: int) -> dict[str, int]:
-        """The redacted copy (or nothing, when no turn is left) in place of the raw session at `seq`."""
+    async def _replace_session(
+        self, session: SessionCompleted, seq: int, early: Sequence[bool] | None = None
+    ) -> dict[str, int]:
+        """The redacted copy (or nothing, when no turn is left) in place of the raw session at `seq`
+        (with `early`: only the turns flagged there are redacted)."""
         scope = self.scope
         removed: dict[str, int] = {}
         redacted_id = owned_uuid(scope.owner, "redacted-session", str(session.event_id), str(self.event.event_id))
-        redacted = redact_session(session, self.needles, redacted_id)
+        if early is None:
+            redacted = redact_session(session, self.needles, redacted_id)
+        else:
+            redacted = redact_early_turns(session, self.needles, early, redacted_id)
         # The episode built from the original goes first (vectors and its graph contribution);
         # one already rebuilt from the redacted copy (a resumed run) stays.
         built = await scope.episodes.scroll(scope.owner, SearchFilter(match={"session_id": session.session_id}), 100)

@@ -1,5 +1,7 @@
 """The redacted copy of an open (per-turn) session's record: what a fact erasure writes back to the
-open-session bucket, so the session completes without the value.
+open-session bucket, so the session completes without the value; and of a per-turn session completed
+after the erasure was accepted with turns appended before it (`redact_early_turns`): the earlier
+turns are redacted in its SessionCompleted, the later ones kept.
 
 The same phrase matching and the same sentence redaction as the raw sessions (`redact_messages`): a
 turn keeps its sentences that do not state the value, and goes when none is left, with its turn id
@@ -10,8 +12,9 @@ opened."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from uuid import UUID
 
-from contracts import Message
+from contracts import Message, SessionCompleted
 from services.common.domain.value_text import Needle, value_mentions
 from services.common.stores.open_sessions import OpenSessionRecord
 from services.common.stores.value_places import Lineage, open_metadata_mentions, open_turns_mentioning
@@ -47,6 +50,28 @@ def redact_open_record(
             "turn_ids": turn_ids,
             "turn_appended_at": appended_at,
             "turn_count": len(turns),
+            "metadata": metadata,
+        }
+    )
+
+
+def redact_early_turns(
+    event: SessionCompleted, needles: Sequence[Needle], early: Sequence[bool], new_event_id: UUID
+) -> SessionCompleted | None:
+    """The session with its early turns (and its metadata) redacted as `redact_session` redacts a
+    whole one, its later turns verbatim, under a new event id; None when no turn is left."""
+    messages: list[Message] = []
+    for index, message in enumerate(event.messages):
+        is_early = index < len(early) and early[index]
+        messages.extend(redact_messages([message], needles).messages if is_early else [message])
+    if not messages:
+        return None
+    metadata = {key: value for key, value in event.metadata.items() if not value_mentions([key, value], needles)}
+    return SessionCompleted.model_validate(
+        {
+            **event.model_dump(),
+            "event_id": new_event_id,
+            "messages": [message.model_dump() for message in messages],
             "metadata": metadata,
         }
     )

@@ -5,7 +5,9 @@ real nats-server, FalkorDB and Qdrant Edge, `DELETE /v1/memories/{fact_id}`, the
 The value audit (`tiermem audit value`) finds the value in the open session's bucket; the forget
 redacts the turns appended before its 202 (both roles; what else a turn said is kept), so the session
 completes without them and no read route returns the value; a turn appended after the 202 that states
-the value again is kept. `tiermem audit user` lists the user's open sessions."""
+the value again is kept, also when the session is ended right after the 202, before the erasure
+reached it (then its earlier turns are redacted in the session stream). `tiermem audit user` lists
+the user's open sessions."""
 
 from __future__ import annotations
 
@@ -20,11 +22,11 @@ from typer.testing import CliRunner
 
 from services.cli.audit import audit_app
 from services.common.stores.open_sessions import OpenSessionStore
-from tests.integration.test_forget_value import VALUE, ForgetStack, _leaks, _stack_file
+from tests.integration.test_forget_value import VALUE, ForgetStack, _idle, _leaks, _stack_file
 from tests.integration.test_forget_value import embedder as embedder
 from tests.integration.test_forget_value import forget_stack as forget_stack
 from tests.integration.test_forget_value import keywords as keywords
-from tests.support.events import wait_for
+from tests.support.events import stream_messages, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -107,6 +109,36 @@ async def test_forget_redacts_open_sessions_and_keeps_turns_appended_after_its_2
     # The audit finds the value only in the turn said again after the 202, still open.
     after = await stack.audit(VALUE)
     assert after.found == {"acme/carol open_sessions": ["chat-b#0"]}, after.found
+
+
+async def test_a_session_ended_right_after_the_forget_keeps_only_its_later_turns(forget_stack: ForgetStack) -> None:
+    """Ended at once after the 202, the session completes into the stream above the forget's cut, with
+    turns appended before the 202 in it: those are redacted there, the later one is kept."""
+    stack = forget_stack
+    doomed = await _forgotten_fact(stack)
+    await _append(stack, "chat-c", *OPEN_BEFORE)
+    forget = await stack.http.delete(f"/v1/memories/{doomed['id']}", params={"user_id": "carol"})
+    assert forget.status_code == 202, forget.text
+    await _append(stack, "chat-c", B_AFTER)  # at once, and ended at once: no sleep
+    ended = await stack.http.post("/v1/users/carol/sessions/chat-c/end")
+    assert ended.status_code == 202, ended.text
+    await stack.state(forget.json()["event_id"], "erasure_completed")
+    await _idle(stack)
+
+    js = (await stack.resources.nats()).jetstream()
+    subject = stack.subjects.session_completed("acme", "carol")
+    copies = [json.loads(message.data) for message in await stream_messages(js, stack.subjects.session_stream, subject)]
+    (session,) = [copy for copy in copies if copy["session_id"] == "chat-c"]
+    assert session["event_id"] != ended.json()["event_id"]  # the original is replaced by a redacted copy
+    assert [message["content"] for message in session["messages"]] == [
+        "Bring the peanut butter sandwiches.",
+        "Peanut butter sandwiches it is.",
+        OPEN_BEFORE[2][1],
+        B_AFTER[1],
+    ]
+    # What the user said again is kept: the audit finds the value in that session and what it became.
+    after = await stack.audit(VALUE)
+    assert after.counts["sessions"] == 1 and after.counts["open_sessions"] == 0, after.counts
 
 
 async def test_audit_user_lists_open_sessions(forget_stack: ForgetStack) -> None:

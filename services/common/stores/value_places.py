@@ -201,11 +201,11 @@ def open_metadata_mentions(record: OpenSessionRecord, needles: Sequence[Needle],
     return text_mentions(record.metadata, needles) and not (spared is not None and spared.spares_turn(record.opened_at))
 
 
-async def open_session_store(stores: PlaceStores) -> OpenSessionStore | None:
+async def open_session_store(js: JetStreamContext, subjects: Subjects) -> OpenSessionStore | None:
     """The open-session bucket, or None where there is none (searching never creates it)."""
-    store = OpenSessionStore(stores.js, stores.subjects)
+    store = OpenSessionStore(js, subjects)
     try:
-        await stores.js.key_value(store.bucket)
+        await js.key_value(store.bucket)
     except BucketNotFoundError:
         return None
     return store
@@ -213,7 +213,7 @@ async def open_session_store(stores: PlaceStores) -> OpenSessionStore | None:
 
 async def find_in_open_sessions(stores: PlaceStores, owner: Owner, needles: Sequence[Needle]) -> list[str]:
     """The owner's open sessions (`session_id#turn` per turn, `session_id#metadata`) still holding a needle."""
-    store = await open_session_store(stores)
+    store = await open_session_store(stores.js, stores.subjects)
     if store is None or not needles:
         return []
     found: list[str] = []
@@ -406,7 +406,7 @@ async def owners_to_search(stores: PlaceStores, tenant_id: str | None, user_id: 
             tenant, user = stores.subjects.tokens_from(subject)
             if tenant and user:
                 found.add(Owner(tenant, user))
-    store = await open_session_store(stores)
+    store = await open_session_store(stores.js, stores.subjects)
     if store is not None:
         found.update(key.owner for key in await store.keys())
     selected = [owner for owner in found if tenant_id is None or owner.tenant_id == tenant_id]
