@@ -28,12 +28,12 @@ class EpisodicSummarizerSettings(TierMemSettings):
         default=False, description="Start every passage with a line giving the session's date ('8 May 2023')."
     )
     relative_dates: bool = Field(
-        default=True,
+        default=False,
         description="Write the date beside relative time in passages ('yesterday [7 May 2023]', '어제 [...]'), "
         "counted from the message's own time, else the session's start.",
     )
     speaker_aliases: bool = Field(
-        default=True,
+        default=False,
         description="Record the names participants call each other ('hey Jonny') on the episode and beside "
         "the speaker's label once per passage ('Jonathan (Jonny): ...').",
     )

@@ -20,6 +20,15 @@ from tests.integration.test_write_api import write_stack as write_stack
 
 pytestmark = pytest.mark.integration
 
+
+@pytest.fixture(autouse=True)
+def _chat_settings_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Relative dates and speaker aliases are off by default: this test turns them on (before the
+    stack starts, which reads the summarizer's settings)."""
+    monkeypatch.setenv("TIERMEM_RELATIVE_DATES", "true")
+    monkeypatch.setenv("TIERMEM_SPEAKER_ALIASES", "true")
+
+
 HIKE = "I went hiking at Bear Lake yesterday"
 
 
