@@ -234,7 +234,10 @@ def episode_payload(episode: Episode) -> dict[str, Any]:
         "completion_tokens": episode.usage.completion_tokens,
         "cost_usd": episode.usage.cost_usd,
         "importance": clamp_importance(episode.importance),
-        "aliases": {speaker: list(names) for speaker, names in episode.aliases.items()},
+        # Only chats where people call each other by other names carry aliases.
+        **(
+            {"aliases": {speaker: list(names) for speaker, names in episode.aliases.items()}} if episode.aliases else {}
+        ),
         # Only compressed episodes carry their sources (erasure matches on them).
         **(
             {
