@@ -13,7 +13,7 @@ class EpisodicSummarizerSettings(TierMemSettings):
     passage_max_chars: int = Field(default=600, description="Longest passage (code points) indexed from a session.")
     summary_max_sentences: int = Field(default=8, description="Sentences kept by the offline summarizer.")
     burst_gap_seconds: float = Field(
-        default=300.0,
+        default=0.0,
         ge=0,
         description="A speaker's consecutive messages sent at most this many seconds apart are one turn "
         "('Jo: ok / the build is green'); messages without a time merge when adjacent. 0: never merged.",

@@ -23,8 +23,10 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(autouse=True)
 def _chat_settings_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Relative dates and speaker aliases are off by default: this test turns them on (before the
-    stack starts, which reads the summarizer's settings)."""
+    """Every chat mechanism on, whatever the defaults (set before the stack starts, which reads the
+    summarizer's settings)."""
+    monkeypatch.setenv("TIERMEM_BURST_GAP_SECONDS", "300")
+    monkeypatch.setenv("TIERMEM_PASSAGE_SEGMENT_GAP_MINUTES", "30")
     monkeypatch.setenv("TIERMEM_RELATIVE_DATES", "true")
     monkeypatch.setenv("TIERMEM_SPEAKER_ALIASES", "true")
 
