@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import time
 from collections.abc import Sequence
 
 from services.common.domain.owner import Owner
@@ -25,6 +26,9 @@ _WORD = re.compile(r"\w[\w'.-]*\w|\w", re.UNICODE)
 _LONGEST_NAME_WORDS = 3  # "Priya Sharma", "New York City"
 _MAX_NORMS = 48  # a long query's word runs past this are not looked up
 _MAX_EXTRA_NAMES = 8
+# After a lookup fails or times out, searches skip the expansion for this long: a graph that is down would
+# otherwise add the whole timeout to every search while it stays down.
+_PAUSE_AFTER_FAILURE_S = 30.0
 
 
 def query_name_norms(text: str, terms: Sequence[str]) -> list[str]:
@@ -60,17 +64,26 @@ def widen_sparse(sparse: SparseVector, extra: SparseVector) -> SparseVector:
 
 
 class AliasExpander:
-    def __init__(self, resources: Resources, timeout_s: float) -> None:
+    def __init__(
+        self, resources: Resources, timeout_s: float, *, pause_after_failure_s: float = _PAUSE_AFTER_FAILURE_S
+    ) -> None:
         self.resources = resources
         self.timeout_s = timeout_s
+        self.pause_after_failure_s = pause_after_failure_s
+        self._paused_until = 0.0
 
     async def extra_names(self, owner: Owner, text: str, channel: str) -> list[str]:
-        """Other names of the entities `text` names; empty when none, or when the graph does not
-        answer within the timeout."""
+        """Other names of the entities `text` names; empty when none, when the graph does not answer
+        within the timeout, or for a while after it did not (see `_PAUSE_AFTER_FAILURE_S`)."""
+        if time.monotonic() < self._paused_until:
+            return []
         try:
             return await asyncio.wait_for(self._lookup(owner, text, channel), timeout=self.timeout_s)
         except Exception as exc:  # the graph is optional here: search goes on without it
-            log.warning("alias expansion skipped: %s: %s", type(exc).__name__, exc)
+            self._paused_until = time.monotonic() + self.pause_after_failure_s
+            log.warning(
+                "alias expansion paused for %.0f s: %s: %s", self.pause_after_failure_s, type(exc).__name__, exc
+            )
             return []
 
     async def _lookup(self, owner: Owner, text: str, channel: str) -> list[str]:
