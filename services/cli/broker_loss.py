@@ -21,5 +21,12 @@ def exit_on_broker_loss(console: Console, stopped: str, *, code: int) -> Iterato
     try:
         yield
     except (ConnectionError, TimeoutError, NatsError) as exc:
-        console.print(f"[red]error:[/] {stopped}: {escape(str(exc))}", highlight=False)
+        console.print(f"[red]error:[/] {stopped}: {escape(_reason(exc))}", highlight=False)
         raise typer.Exit(code) from exc
+
+
+def _reason(exc: BaseException) -> str:
+    """The reason as the user reads it: which error surfaces first when NATS goes away depends on which
+    connection notices first (a bare "Connection lost" from a reset socket), so the line always names NATS."""
+    text = str(exc) or type(exc).__name__
+    return text if "cannot reach NATS" in text else f"cannot reach NATS ({text})"
