@@ -119,9 +119,7 @@ class RecallService:
     async def stop(self) -> None:
         # The broker connection belongs to `resources`; whoever owns them closes it.
         if self._idle_closer is not None:
-            self._idle_closer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._idle_closer
+            await cancel_until_done(self._idle_closer)
             self._idle_closer = None
         await self.recall_counts.stop()
 
@@ -314,3 +312,14 @@ class RecallService:
                 log.warning("readiness: %s unavailable: %s: %s", name, type(exc).__name__, exc)
                 results[name] = "unavailable"
         return results
+
+
+async def cancel_until_done(task: asyncio.Task[None]) -> None:
+    """Cancel `task` and wait for it to end. On Python 3.11 `asyncio.wait_for` (nats-py's key-value watch
+    uses it) can swallow a cancellation that arrives as its inner future completes; the task then goes on
+    to its next sleep, and one cancel would leave the caller waiting forever. So cancel until it has ended."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
