@@ -18,6 +18,7 @@ from typing import Any, Literal, cast
 
 from contracts import Message, SessionCompleted
 from services.common.domain.ids import deterministic_uuid
+from services.recall_api.retrieval.query_time import MONTH_NUMBERS
 
 CATEGORY_NAMES: dict[int, str] = {
     1: "multi-hop",
@@ -73,27 +74,6 @@ class LocomoSample:
         return subject_token(self.sample_id)
 
 
-_MONTHS = {
-    name: number
-    for number, names in enumerate(
-        (
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march", "mar"),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sep", "sept"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ),
-        start=1,
-    )
-    for name in names
-}
 _SESSION_TIME = re.compile(
     r"^\s*(\d{1,2}):(\d{2})\s*([ap])\.?\s*m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+)\.?,?\s+(\d{4})\s*$", re.IGNORECASE
 )
@@ -117,7 +97,7 @@ def parse_session_time(text: str) -> datetime:
     if match is None:
         raise LocomoFormatError(f"unrecognised session date {text!r} (expected like '1:56 pm on 8 May, 2023')")
     hour, minute, half, day, month_name, year = match.groups()
-    month = _MONTHS.get(month_name.casefold())
+    month = MONTH_NUMBERS.get(month_name.casefold())
     if month is None:
         raise LocomoFormatError(f"unrecognised month {month_name!r} in session date {text!r}")
     hour_24 = int(hour) % 12 + (12 if half.casefold() == "p" else 0)

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-_MONTHS = {
+# Month name or abbreviation (casefolded) -> month number; the LoCoMo reader parses session dates with it too.
+MONTH_NUMBERS = {
     name: number
     for number, names in enumerate(
         (
@@ -51,7 +52,7 @@ _WEEKDAYS = {
     )
     for name in names
 }
-_MONTH = r"(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_MONTH = r"(?P<month>" + "|".join(sorted(MONTH_NUMBERS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
 _WEEKDAY = r"(?P<weekday>" + "|".join(name for name in _WEEKDAYS if name.isascii()) + r")"
@@ -135,7 +136,7 @@ def _calendar(year: int | None, month: int, day: int | None) -> TimeWindow | Non
 
 
 def _month_number(text: str) -> int:
-    return int(text) if text.isdigit() else _MONTHS[text.casefold().rstrip(".")]
+    return int(text) if text.isdigit() else MONTH_NUMBERS[text.casefold().rstrip(".")]
 
 
 def _relative(which: str, unit: str, now: datetime) -> TimeWindow:
