@@ -13,7 +13,8 @@ from pydantic import ValidationError
 
 from tiermem_lab.evaluation import answer_options as ao
 from tiermem_lab.evaluation.harness import quiet_consumer_logs
-from tiermem_lab.evaluation.locomo import LocomoFormatError, chat_form
+from tiermem_lab.evaluation.locomo import LocomoFormatError
+from tiermem_lab.evaluation.locomo_burst import locomo_form
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -107,7 +108,9 @@ def locomo_command(
         typer.Option(
             "--form",
             help="chat: speaker A as user, B as assistant, names in `name`; group: every turn role user, the "
-            "speaker's name only in the text (a group chat or an imported transcript).",
+            "speaker's name only in the text (a group chat or an imported transcript); burst: as chat, but every "
+            "turn sent as its sentences, one message each with its time (a messaging app; the baselines rank the "
+            "same messages).",
         ),
     ] = "chat",
     answer_model: ao.AnswerModelOption = None,
@@ -128,7 +131,7 @@ def locomo_command(
     console = Console()
     err = Console(stderr=True)
     try:
-        chosen_form = chat_form(form)
+        chosen_form = locomo_form(form)
     except ValueError as exc:
         err.print(f"[red]error:[/] {exc}")
         raise typer.Exit(2) from exc

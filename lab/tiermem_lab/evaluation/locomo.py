@@ -39,6 +39,10 @@ class LocomoTurn:
     dia_id: str
     speaker: str
     text: str  # the turn's text with its photo caption, as ingested and as the baselines see it
+    # The text line by line when its author broke it into several lines (the photo with the last);
+    # empty for one line. Only the burst form (locomo_burst.py) reads it: the other forms send `text`.
+    lines: tuple[str, ...] = ()
+    sent_at: datetime | None = None  # when the message was sent: set by the burst form only
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +146,27 @@ def split_evidence(raw: Iterable[Any]) -> tuple[str, ...]:
     return tuple(ids)
 
 
+PHOTO_START = "[shares a photo: "
+
+
+def _photo(turn: Mapping[str, Any]) -> str:
+    caption = " ".join(str(turn.get("blip_caption") or "").split())
+    return f"{PHOTO_START}{caption}]" if caption else ""
+
+
 def turn_text(turn: Mapping[str, Any]) -> str:
     """The turn's text, with the caption of a shared photo (the only trace of the image)."""
     text = " ".join(str(turn.get("text") or "").split())
-    caption = " ".join(str(turn.get("blip_caption") or "").split())
-    if caption:
-        photo = f"[shares a photo: {caption}]"
-        return f"{text} {photo}" if text else photo
-    return text
+    return " ".join(part for part in (text, _photo(turn)) if part)
+
+
+def turn_lines(turn: Mapping[str, Any]) -> tuple[str, ...]:
+    """The turn's non-empty lines, the photo's caption with the last; () when it has fewer than two."""
+    lines = [line for line in (" ".join(raw.split()) for raw in str(turn.get("text") or "").splitlines()) if line]
+    if len(lines) < 2:
+        return ()
+    photo = _photo(turn)
+    return (*lines[:-1], f"{lines[-1]} {photo}" if photo else lines[-1])
 
 
 def _require(mapping: Mapping[str, Any], key: str, where: str) -> Any:
@@ -188,7 +205,7 @@ def parse_locomo(data: Any) -> list[LocomoSample]:
                     )
                 text = turn_text(turn)
                 if text:
-                    parsed_turns.append(LocomoTurn(str(turn.get("dia_id", "")), speaker, text))
+                    parsed_turns.append(LocomoTurn(str(turn.get("dia_id", "")), speaker, text, turn_lines(turn)))
             if parsed_turns:
                 sessions.append(LocomoSession(number, occurred_at, tuple(parsed_turns)))
         sessions.sort(key=lambda s: s.number)
@@ -268,14 +285,15 @@ def chat_form(value: str) -> ChatForm:
 
 def _message(turn: LocomoTurn, roles: Mapping[str, str], form: ChatForm) -> Message:
     if form == "group":
-        return Message(role="user", content=f"{turn.speaker}: {turn.text}")
-    return Message(role=roles[turn.speaker], content=turn.text, name=turn.speaker)  # type: ignore[arg-type]
+        return Message(role="user", content=f"{turn.speaker}: {turn.text}", ts=turn.sent_at)
+    return Message(role=roles[turn.speaker], content=turn.text, name=turn.speaker, ts=turn.sent_at)  # type: ignore[arg-type]
 
 
 def session_events(
     sample: LocomoSample, *, tenant_id: str, agent_id: str = "locomo-agent", form: ChatForm = "chat"
 ) -> list[SessionCompleted]:
-    """One SessionCompleted per session; deterministic event ids, so a re-run publishes duplicates only."""
+    """One SessionCompleted per session; deterministic event ids, so a re-run publishes duplicates only.
+    A session whose messages carry their times (the burst form) ends at its last message."""
     roles = {sample.speaker_a: "user", sample.speaker_b: "assistant"}
     events: list[SessionCompleted] = []
     for session in sample.sessions:
@@ -289,7 +307,9 @@ def session_events(
                     "session_id": session_id_for(sample, session.number),
                     "channel": "private",
                     "started_at": session.occurred_at,
-                    "ended_at": session.occurred_at,
+                    "ended_at": max(
+                        [session.occurred_at, *(turn.sent_at for turn in session.turns if turn.sent_at is not None)]
+                    ),
                     "locale": "en",
                     "messages": [_message(turn, roles, form) for turn in session.turns],
                     "metadata": {"source": "locomo", "sample_id": sample.sample_id},

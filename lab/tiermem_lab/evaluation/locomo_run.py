@@ -17,7 +17,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,13 +35,19 @@ from tiermem_lab.evaluation.baselines import (
 )
 from tiermem_lab.evaluation.harness import EvalStack, embedded_stack, item_sessions, wait_for_consolidation
 from tiermem_lab.evaluation.locomo import (
-    ChatForm,
     LocomoFormatError,
     LocomoQuestion,
     LocomoSample,
     load_locomo,
     session_events,
     session_id_for,
+)
+from tiermem_lab.evaluation.locomo_burst import (
+    SECONDS_BETWEEN_MESSAGES,
+    SECONDS_BETWEEN_TURNS,
+    LocomoForm,
+    ingest_form,
+    sample_form,
 )
 from tiermem_lab.evaluation.metrics import QuestionResult, build_report
 
@@ -67,7 +73,9 @@ class LocomoConfig:
     # Recall settings to change for this run (e.g. ("episode_half_life_days", "36500")): to measure a
     # proposal with the same harness. Reported in the JSON; the defaults are the headline numbers.
     recall_overrides: tuple[tuple[str, str], ...] = ()
-    form: ChatForm = "chat"  # how the sessions arrive: labelled chat, or group chat / imported transcript
+    # How the sessions arrive: labelled chat, group chat / imported transcript, or chat typed as bursts
+    # of one-sentence messages with their times (locomo_burst.py; the baselines rank the same messages).
+    form: LocomoForm = "chat"
     answers: AnswerEvalConfig | None = None  # answer-level evaluation (answers.py); None skips it
 
     @property
@@ -87,6 +95,7 @@ class LocomoRun:
     stored: dict[str, int]
     timings: dict[str, float]
     answers: dict[str, Any] | None = None  # the report's `answers` section, when it ran
+    ingest: dict[str, Any] = field(default_factory=dict)  # the episodic-summarizer's turn and passage settings
 
 
 async def evaluate_question(
@@ -166,7 +175,7 @@ async def run_locomo(config: LocomoConfig, progress: Progress | None = None) -> 
     """Ingest, consolidate, ask; returns the report (see `metrics.build_report`)."""
     if not config.ks or min(config.ks) < 1 or max(config.ks) > 100:
         raise ValueError("every k must be between 1 and 100")
-    samples = select(load_locomo(config.path), config)
+    samples = [sample_form(sample, config.form) for sample in select(load_locomo(config.path), config)]
     total_started = time.monotonic()
     owns_dir = config.work_dir is None
     work_dir = Path(tempfile.mkdtemp(prefix="tiermem-eval-")) if config.work_dir is None else config.work_dir
@@ -194,6 +203,7 @@ async def _run_on_embedded_stack(
         timings["start_s"] = time.monotonic() - started
         counts = await _ingest(stack, samples, config, progress, timings)
         counters = _counters(stack.running)
+        ingest = _ingest_settings(stack.running)
         started = time.monotonic()
         corpora = await _build_corpora(stack, samples, work_dir, progress)
         timings["baseline_corpus_s"] = time.monotonic() - started
@@ -208,7 +218,7 @@ async def _run_on_embedded_stack(
             started = time.monotonic()
             answers = await run_answer_eval(stack, samples, config.answers, progress)
             timings["answers_s"] = time.monotonic() - started
-    return LocomoRun(stack.settings, results, counts, counters, stored, timings, answers)
+    return LocomoRun(stack.settings, results, counts, counters, stored, timings, answers, ingest)
 
 
 async def _ingest(
@@ -221,7 +231,11 @@ async def _ingest(
     """Publish every session and wait until the pipeline consumed them (`consolidation_s`, `ingest_total_s`)."""
     from services.cli.ingest import publish_sessions
 
-    events = [e for sample in samples for e in session_events(sample, tenant_id=config.tenant_id, form=config.form)]
+    events = [
+        e
+        for sample in samples
+        for e in session_events(sample, tenant_id=config.tenant_id, form=ingest_form(config.form))
+    ]
     started = time.monotonic()
     advance = _progress_step(progress, "publishing sessions", len(events))
     counts = await publish_sessions(stack.settings, events, advance)
@@ -267,6 +281,8 @@ def _report_meta(config: LocomoConfig, samples: Sequence[LocomoSample], run: Loc
     return {
         "dataset": str(config.path),
         "form": config.form,
+        "messages": sum(len(session.turns) for s in samples for session in s.sessions),
+        **({"burst": _BURST_META} if config.form == "burst" else {}),
         "samples": [
             {"sample_id": s.sample_id, "sessions": len(s.sessions), "questions": len(s.questions)} for s in samples
         ],
@@ -302,12 +318,32 @@ def _report_meta(config: LocomoConfig, samples: Sequence[LocomoSample], run: Loc
                 "dense on the stores' [0, 1] parts, a session ranked by its best passage; the pooled variant "
                 "takes the keyword IDF over the windows of every conversation in the run"
             ),
+            "ingest": run.ingest,
             "llm": "offline (extractive summaries, heuristic facts)",
             "recall_overrides": dict(config.recall_overrides),
             "episode_half_life_days": settings.episode_half_life_days,
         },
         **({"answers": run.answers} if run.answers is not None else {}),
     }
+
+
+_BURST_META = {
+    "split": "each turn into its sentences and lines, one message each, a photo with the sentence it follows",
+    "seconds_between_messages": SECONDS_BETWEEN_MESSAGES,
+    "seconds_between_turns": SECONDS_BETWEEN_TURNS,
+}
+# The episodic-summarizer's settings that decide what a turn and a passage are (set from the
+# environment, e.g. TIERMEM_BURST_GAP_SECONDS): a run's numbers depend on them.
+_INGEST_SETTINGS = ("burst_gap_seconds", "passage_segment_gap_minutes", "passage_max_turns", "passage_max_chars")
+
+
+def _ingest_settings(running: RunningServices) -> dict[str, Any]:
+    from services.episodic_summarizer.handlers import NAME
+
+    context = running.contexts.get(NAME)
+    if context is None:
+        return {}
+    return {name: getattr(context.settings, name) for name in _INGEST_SETTINGS if hasattr(context.settings, name)}
 
 
 def _counters(running: RunningServices) -> dict[str, int]:
