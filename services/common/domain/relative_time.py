@@ -1,25 +1,30 @@
-"""Relative time, pure: "yesterday", "last week", "next Tuesday", "어제", "다음 주" resolved against the
-time the message was sent and written beside the phrase ("yesterday [7 May 2023]"), so a passage
-that says "I went yesterday" also carries the date a "when did ..." or "what happened on 7 May"
-question matches.
+"""Relative time, pure: the deictic time phrases of English and Korean ("yesterday", "last week",
+"next Tuesday", "two weeks ago", "어제", "다음 주", "3일 전") found in a text, and resolved against a
+day. Ingest writes the date beside each phrase, against the day the message was sent ("yesterday
+[7 May 2023]"), so a passage that says "I went yesterday" also carries the date a "when did ..." or
+"what happened on 7 May" question matches; recall reads a query's phrases against the request time.
 
 Only the closed class of each language's deictic time words is read (day words, this/last/next
-with a calendar unit or a weekday, "N units ago"); vague ones ("recently", "a few days ago") are
-left alone. A week is named by its Monday. Korean words are matched with the particles that follow
-them ("어제는"), and the date goes after the whole word.
+with a calendar unit or a weekday, "N units ago", weekday names); vague ones ("recently", "a few
+days ago") are left alone. A week is named by its Monday. Korean words are matched with the
+particles that follow them ("어제는"), and the date goes after the whole word.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-_MONTHS = (
-    "January February March April May June July August September October November December".split()  # noqa: SIM905
+from services.common.domain.calendar_span import (
+    KOREAN_WEEKDAY_NAMES,
+    MONTH_NAMES,
+    WEEKDAY_NAMES,
+    CalendarSpan,
+    shift,
+    weekday_near,
 )
-_WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()  # noqa: SIM905
+
 _NUMBERS = {
     "a": 1,
     "an": 1,
@@ -38,73 +43,31 @@ _NUMBERS = {
 
 
 @dataclass(frozen=True, slots=True)
-class _Span:
-    """A resolved time: a day, the week starting on a Monday, a month or a year."""
+class RelativeTime:
+    """A deictic time phrase at text[start:end]: `amount` `unit`s from the anchor's own unit ("last
+    week": week, -1), or, for a weekday phrase, that weekday in `amount`'s direction."""
 
-    unit: str  # "day" | "week" | "month" | "year"
-    start: date
+    start: int
+    end: int
+    language: str  # "en" | "ko"
+    unit: str  # "day" | "week" | "weekend" | "month" | "year"
+    amount: int | None  # None: a weekday named with no this/last/next
+    weekday: int | None = None  # Monday 0 .. Sunday 6, for a weekday phrase
+    ago: bool = False  # "N units ago": counted back from the anchor's day, not from its week
 
-
-def _english(span: _Span) -> str:
-    d = span.start
-    if span.unit == "day":
-        return f"{d.day} {_MONTHS[d.month - 1]} {d.year}"
-    if span.unit == "week":
-        return f"week of {d.day} {_MONTHS[d.month - 1]} {d.year}"
-    if span.unit == "month":
-        return f"{_MONTHS[d.month - 1]} {d.year}"
-    return str(d.year)
-
-
-def _korean(span: _Span) -> str:
-    d = span.start
-    if span.unit == "day":
-        return f"{d.year}년 {d.month}월 {d.day}일"
-    if span.unit == "week":
-        return f"{d.year}년 {d.month}월 {d.day}일 주간"
-    if span.unit == "month":
-        return f"{d.year}년 {d.month}월"
-    return f"{d.year}년"
-
-
-def format_day(day: date, language: str) -> str:
-    """A day as this module writes it: "7 May 2023" ("2023년 5월 7일" in Korean)."""
-    span = _Span("day", day)
-    return _korean(span) if language == "ko" else _english(span)
-
-
-def _monday(day: date) -> date:
-    return day - timedelta(days=day.weekday())
-
-
-def _shift(anchor: date, unit: str, amount: int) -> _Span:
-    """The `unit` (day, week, month, year, weekend) `amount` units from the anchor's."""
-    if unit == "day":
-        return _Span("day", anchor + timedelta(days=amount))
-    if unit == "week":
-        return _Span("week", _monday(anchor) + timedelta(weeks=amount))
-    if unit == "weekend":
-        return _Span("day", _monday(anchor) + timedelta(weeks=amount, days=5))
-    if unit == "month":
-        months = anchor.year * 12 + anchor.month - 1 + amount
-        return _Span("month", date(months // 12, months % 12 + 1, 1))
-    return _Span("year", date(anchor.year + amount, 1, 1))
-
-
-def _weekday(anchor: date, which: str, weekday: int) -> _Span:
-    """ "last Tuesday": the latest one before the anchor; "next Tuesday": the first one after it;
-    "this Tuesday": the one in the anchor's week."""
-    if which == "last":
-        back = (anchor.weekday() - weekday) % 7 or 7
-        return _Span("day", anchor - timedelta(days=back))
-    if which == "next":
-        ahead = (weekday - anchor.weekday()) % 7 or 7
-        return _Span("day", anchor + timedelta(days=ahead))
-    return _Span("day", _monday(anchor) + timedelta(days=weekday))
+    def resolve(self, anchor: date) -> CalendarSpan | None:
+        """The span the phrase names from `anchor`; None for a bare weekday, which may fall on
+        either side of it."""
+        if self.amount is None:
+            return None
+        if self.weekday is not None:
+            return weekday_near(anchor, self.weekday, self.amount)
+        if self.ago and self.unit == "week":
+            return CalendarSpan("day", anchor + timedelta(weeks=self.amount))
+        return shift(anchor, self.unit, self.amount)
 
 
 _DIRECTION = {"last": -1, "past": -1, "previous": -1, "this": 0, "next": 1, "coming": 1}
-_UNIT = r"(?P<unit>week|weekend|month|year)"
 _DAY_WORDS = {
     "the day before yesterday": -2,
     "the day after tomorrow": 2,
@@ -114,35 +77,37 @@ _DAY_WORDS = {
     "tonight": 0,
     "tomorrow": 1,
 }
+_WEEKDAY_PATTERN = "|".join(WEEKDAY_NAMES)
 _ENGLISH = re.compile(
     r"(?<![\w-])(?:"
     rf"(?P<day>{'|'.join(sorted(_DAY_WORDS, key=len, reverse=True))})"
-    rf"|(?P<dir>last|past|previous|this|next|coming)\s+(?:(?P<wd>{'|'.join(_WEEKDAYS)})|{_UNIT})"
+    rf"|(?P<dir>last|past|previous|this|next|coming)\s+(?:(?P<wd>{_WEEKDAY_PATTERN})|(?P<unit>week|weekend|month|year))"
     rf"|(?P<n>\d{{1,2}}|{'|'.join(sorted(_NUMBERS, key=len, reverse=True))})\s+"
     r"(?P<ago_unit>day|week|month|year)s?\s+ago"
+    rf"|(?P<bare_wd>{_WEEKDAY_PATTERN})"
     r")(?P<poss>'s)?(?![\w-])",
     re.IGNORECASE,
 )
 
 
-def _resolve_english(match: re.Match[str], anchor: date) -> _Span | None:
+def _english(match: re.Match[str]) -> RelativeTime | None:
     groups = {k: (v.casefold() if v else None) for k, v in match.groupdict().items()}
+    start, end = match.span()
     if groups["day"]:
-        return _shift(anchor, "day", _DAY_WORDS[" ".join(groups["day"].split())])
+        return RelativeTime(start, end, "en", "day", _DAY_WORDS[" ".join(groups["day"].split())])
     if groups["dir"]:
         direction = _DIRECTION[groups["dir"]]
         if groups["wd"]:
-            which = "last" if direction < 0 else "next" if direction > 0 else "this"
-            return _weekday(anchor, which, _WEEKDAYS.index(groups["wd"]))
-        return _shift(anchor, groups["unit"] or "week", direction)
+            return RelativeTime(start, end, "en", "day", direction, WEEKDAY_NAMES.index(groups["wd"]))
+        return RelativeTime(start, end, "en", groups["unit"] or "week", direction)
+    if groups["bare_wd"]:
+        return RelativeTime(start, end, "en", "day", None, WEEKDAY_NAMES.index(groups["bare_wd"]))
     count_text = " ".join((groups["n"] or "").split())
     count = int(count_text) if count_text.isdigit() else _NUMBERS.get(count_text)
     unit = groups["ago_unit"]
     if count is None or unit is None:
         return None
-    if unit in ("day", "week"):
-        return _Span("day", anchor - timedelta(days=count * (7 if unit == "week" else 1)))
-    return _shift(anchor, unit, -count)
+    return RelativeTime(start, end, "en", unit, -count, ago=True)
 
 
 # Korean deictic time words (with the optional space some writers put in "지난 주").
@@ -171,44 +136,64 @@ _KOREAN_PATTERN = "|".join(
     for word in sorted(_KOREAN_WORDS, key=len, reverse=True)
 )
 _HANGUL = "\uac00-\ud7a3"
-# The word, then the particles attached to it; "오늘날" (nowadays) is not a day.
+# The word, then the particles attached to it; "오늘날" (nowadays) is not a day, while "토요일날" is
+# still Saturday.
 _KOREAN = re.compile(
-    rf"(?<![{_HANGUL}])(?:(?P<word>{_KOREAN_PATTERN})|(?P<n>\d{{1,2}})\s?(?P<unit>일|주|달|개월|년)\s?전)"
-    rf"(?!날)(?P<rest>[{_HANGUL}]*)"
+    rf"(?<![{_HANGUL}])(?:(?:(?P<word>{_KOREAN_PATTERN})|(?P<n>\d{{1,2}})\s?(?P<unit>일|주|달|개월|년)\s?전)(?!날)"
+    rf"|(?P<wd>{'|'.join(KOREAN_WEEKDAY_NAMES)}))(?P<rest>[{_HANGUL}]*)"
 )
 _KOREAN_AGO_UNITS = {"일": "day", "주": "week", "달": "month", "개월": "month", "년": "year"}
 
 
-def _resolve_korean(match: re.Match[str], anchor: date) -> _Span | None:
+def _korean(match: re.Match[str]) -> RelativeTime:
+    start, end = match.span()
+    if match.group("wd"):
+        return RelativeTime(start, end, "ko", "day", None, KOREAN_WEEKDAY_NAMES.index(match.group("wd")))
     word = match.group("word")
     if word:
         unit, amount = _KOREAN_WORDS["".join(word.split())]
-        return _shift(anchor, unit, amount)
-    count = int(match.group("n"))
+        return RelativeTime(start, end, "ko", unit, amount)
     unit = _KOREAN_AGO_UNITS[match.group("unit")]
-    if unit in ("day", "week"):
-        return _Span("day", anchor - timedelta(days=count * (7 if unit == "week" else 1)))
-    return _shift(anchor, unit, -count)
+    return RelativeTime(start, end, "ko", unit, -int(match.group("n")), ago=True)
 
 
-def _annotate(
-    text: str,
-    pattern: re.Pattern[str],
-    resolve: Callable[[re.Match[str], date], _Span | None],
-    render: Callable[[_Span], str],
-    anchor: date,
-) -> str:
-    def replace(match: re.Match[str]) -> str:
-        span = resolve(match, anchor)
-        return match.group(0) if span is None else f"{match.group(0)} [{render(span)}]"
+def find_relative_times(text: str) -> list[RelativeTime]:
+    """The deictic time phrases in `text`, in the order they stand; none overlap."""
+    found = [phrase for match in _ENGLISH.finditer(text) if (phrase := _english(match)) is not None]
+    found += [_korean(match) for match in _KOREAN.finditer(text)]
+    return sorted(found, key=lambda phrase: phrase.start)
 
-    return pattern.sub(replace, text)
+
+# A weekend is written as its Saturday.
+_FORMATS = {
+    "en": {"day": "{d} {month} {y}", "week": "week of {d} {month} {y}", "month": "{month} {y}", "year": "{y}"},
+    "ko": {"day": "{y}년 {m}월 {d}일", "week": "{y}년 {m}월 {d}일 주간", "month": "{y}년 {m}월", "year": "{y}년"},
+}
+
+
+def format_span(span: CalendarSpan, language: str) -> str:
+    """A span as ingest writes it: "7 May 2023", "week of 1 May 2023", "May 2023", "2023" (in Korean
+    "2023년 5월 7일", "2023년 5월 1일 주간", "2023년 5월", "2023년")."""
+    day = span.start
+    month = MONTH_NAMES[day.month - 1].capitalize()
+    unit = "day" if span.unit == "weekend" else span.unit
+    return _FORMATS[language][unit].format(d=day.day, m=day.month, y=day.year, month=month)
+
+
+def format_day(day: date, language: str) -> str:
+    """A day as this module writes it: "7 May 2023" ("2023년 5월 7일" in Korean)."""
+    return format_span(CalendarSpan("day", day), "ko" if language == "ko" else "en")
 
 
 def annotate_relative_dates(text: str, anchor: date) -> str:
-    """The text with every deictic time phrase followed by the date it means from `anchor` (the
-    day the message was written), in the phrase's own language; other text unchanged."""
-    text = _annotate(text, _ENGLISH, _resolve_english, _english, anchor)
-    if any("\uac00" <= ch <= "\ud7a3" for ch in text):
-        text = _annotate(text, _KOREAN, _resolve_korean, _korean, anchor)
-    return text
+    """The text with every deictic time phrase that fixes a time followed by the date it means from
+    `anchor` (the day the message was written), in the phrase's own language; other text unchanged."""
+    pieces: list[str] = []
+    done = 0
+    for phrase in find_relative_times(text):
+        span = phrase.resolve(anchor)
+        if span is not None:
+            pieces += [text[done : phrase.end], f" [{format_span(span, phrase.language)}]"]
+            done = phrase.end
+    pieces.append(text[done:])
+    return "".join(pieces)
