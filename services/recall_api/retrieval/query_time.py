@@ -1,6 +1,7 @@
 """The times a query names, pure: explicit dates ("May 8, 2023", "2023-05-08", "5월 8일"), months
 ("in May", "May 2023", "5월"), years, weekdays ("last Saturday", "토요일") and relative times
-("yesterday", "last week", "지난주", "어제"), resolved against the request time.
+("yesterday", "last week", "지난주", "어제"), resolved against the request time. The relative phrases
+are the ones ingest dates in passages (services/common/domain/relative_time.py), read toward the past.
 
 Only closed word classes are read (month and weekday names, the deictic time words of English and
 Korean, digits), so this says nothing about a topic; it only says when. A month or a day named
@@ -11,55 +12,19 @@ Relative times are resolved in UTC, as session times are stored."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
-# Month name or abbreviation (casefolded) -> month number; the LoCoMo reader parses session dates with it too.
-MONTH_NUMBERS = {
-    name: number
-    for number, names in enumerate(
-        (
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march", "mar"),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sept", "sep"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ),
-        start=1,
-    )
-    for name in names
-}
-_WEEKDAYS = {
-    name: number
-    for number, names in enumerate(
-        (
-            ("monday", "월요일"),
-            ("tuesday", "화요일"),
-            ("wednesday", "수요일"),
-            ("thursday", "목요일"),
-            ("friday", "금요일"),
-            ("saturday", "토요일"),
-            ("sunday", "일요일"),
-        )
-    )
-    for name in names
-}
+from services.common.domain.calendar_span import MONTH_NUMBERS, CalendarSpan, shift
+from services.common.domain.relative_time import RelativeTime, find_relative_times
+
 _MONTH = r"(?P<month>" + "|".join(sorted(MONTH_NUMBERS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:19|20)\d\d)"
-_WEEKDAY = r"(?P<weekday>" + "|".join(name for name in _WEEKDAYS if name.isascii()) + r")"
-_KO_WEEKDAY = r"(?P<weekday>[월화수목금토일]요일)"
 
 # Each pattern names what it resolves: (regex, kind). Dates first, so "May 8, 2023" is one date,
-# not a month and a year.
+# not a month and a year; the relative phrases are read after all of these.
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), kind)
     for pattern, kind in (
@@ -73,24 +38,11 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"(?:(?P<year>(?:19|20)\d\d)\s*년\s*)?(?<!\d)(?P<month>1[0-2]|0?[1-9])\s*월(?!\s*[0-3]?\d\s*일)", "month"),
         (r"(?P<year>(?:19|20)\d\d)\s*년", "year"),
         (rf"\b(?:in|during|of|since)\s+{_YEAR}\b", "year"),
-        (rf"\b(?P<last>last|this|past)?\s*{_WEEKDAY}\b", "weekday"),
-        (rf"(?P<last>지난\s*주\s*|지난\s*|이번\s*주\s*)?{_KO_WEEKDAY}", "weekday"),
-        (r"\b(?P<word>yesterday|today|tonight)\b|(?P<ko>그저께|그제|어제|오늘)", "day"),
-        (r"\b(?P<which>last|this|past)\s+(?P<unit>week|month|year)\b", "relative"),
-        (r"(?P<ko>지난\s*주|이번\s*주|지난\s*달|이번\s*달|작년|올해)", "relative"),
-        (r"\b(?P<count>\d{1,2})\s+(?P<unit>day|week)s?\s+ago\b", "ago"),
     )
 )
-_KO_DAYS_BACK = {"오늘": 0, "어제": 1, "그제": 2, "그저께": 2}
-_KO_RELATIVE = {
-    "지난주": ("last", "week"),
-    "이번주": ("this", "week"),
-    "지난달": ("last", "month"),
-    "이번달": ("this", "month"),
-    "작년": ("last", "year"),
-    "올해": ("this", "year"),
-}
 _MAX_WINDOWS = 4
+# The LoCoMo reader parses session dates with the same month names.
+__all__ = ["MONTH_NUMBERS", "TimeWindow", "in_windows", "query_time_windows"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,14 +63,8 @@ class TimeWindow:
         return self.day is None or when.day == self.day
 
 
-def _day_window(day: datetime) -> TimeWindow:
-    start = day.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    return TimeWindow(start, start + timedelta(days=1))
-
-
-def _month_window(year: int, month: int) -> TimeWindow:
-    start = datetime(year, month, 1, tzinfo=UTC)
-    end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+def _window(span: CalendarSpan) -> TimeWindow:
+    start, end = (datetime(day.year, day.month, day.day, tzinfo=UTC) for day in (span.start, span.end()))
     return TimeWindow(start, end)
 
 
@@ -128,9 +74,9 @@ def _calendar(year: int | None, month: int, day: int | None) -> TimeWindow | Non
     if year is None:
         return TimeWindow(month=month, day=day)
     if day is None:
-        return _month_window(year, month)
+        return _window(CalendarSpan("month", date(year, month, 1)))
     try:
-        return _day_window(datetime(year, month, day, tzinfo=UTC))
+        return _window(CalendarSpan("day", date(year, month, day)))
     except ValueError:  # 31 April
         return None
 
@@ -139,74 +85,88 @@ def _month_number(text: str) -> int:
     return int(text) if text.isdigit() else MONTH_NUMBERS[text.casefold().rstrip(".")]
 
 
-def _relative(which: str, unit: str, now: datetime) -> TimeWindow:
-    today = _day_window(now).start
-    assert today is not None
-    back = 0 if which == "this" else 1
-    if unit == "week":
-        monday = today - timedelta(days=today.weekday() + 7 * back)
-        return TimeWindow(monday, monday + timedelta(days=7))
-    if unit == "month":
-        year, month = (today.year, today.month - back) if today.month > back else (today.year - 1, 12)
-        return _month_window(year, month)
-    return TimeWindow(datetime(today.year - back, 1, 1, tzinfo=UTC), datetime(today.year - back + 1, 1, 1, tzinfo=UTC))
-
-
-def _weekday(match: re.Match[str], now: datetime) -> TimeWindow:
-    """The most recent such weekday before today ("last Saturday", "토요일"); in the week before this
-    one for "지난주 토요일"."""
-    target = _WEEKDAYS[match["weekday"].casefold()]
-    last = re.sub(r"\s", "", (match["last"] or "").casefold())
-    today = _day_window(now).start
-    assert today is not None
-    if last == "지난주":
-        monday = today - timedelta(days=today.weekday() + 7)
-        return _day_window(monday + timedelta(days=target))
-    back = (today.weekday() - target) % 7 or (0 if last == "this" else 7)
-    return _day_window(today - timedelta(days=back))
-
-
-def _resolve(match: re.Match[str], kind: str, now: datetime) -> TimeWindow | None:
+def _resolve(match: re.Match[str], kind: str) -> TimeWindow | None:
     groups = match.groupdict()
-    if kind in ("date", "month"):
-        year = int(groups["year"]) if groups.get("year") else None
-        day = int(groups["day"]) if kind == "date" else None
-        return _calendar(year, _month_number(groups["month"]), day)
     if kind == "year":
-        year = int(groups["year"])
-        return TimeWindow(datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC))
-    if kind == "weekday":
-        return _weekday(match, now)
-    if kind == "day":
-        word = (groups.get("word") or "").casefold()
-        back = 1 if word == "yesterday" else 0 if word else _KO_DAYS_BACK[groups["ko"]]
-        return _day_window(now - timedelta(days=back))
-    if kind == "relative":
-        if groups.get("ko"):
-            which, unit = _KO_RELATIVE[re.sub(r"\s", "", groups["ko"])]
+        return _window(CalendarSpan("year", date(int(groups["year"]), 1, 1)))
+    year = int(groups["year"]) if groups.get("year") else None
+    day = int(groups["day"]) if kind == "date" else None
+    return _calendar(year, _month_number(groups["month"]), day)
+
+
+def _past_weekday(today: date, phrase: RelativeTime) -> CalendarSpan | None:
+    """A query asks about what has happened: a weekday alone or "last Saturday" is the latest one
+    before today, "this Saturday" the latest one on or before it; "next Saturday" names no past."""
+    assert phrase.weekday is not None
+    if phrase.amount is not None and phrase.amount > 0:
+        return None
+    back = (today.weekday() - phrase.weekday) % 7 or (0 if phrase.amount == 0 else 7)
+    return CalendarSpan("day", today - timedelta(days=back))
+
+
+def _query_span(today: date, phrase: RelativeTime) -> CalendarSpan | None:
+    if phrase.weekday is not None:
+        return _past_weekday(today, phrase)
+    # "Three months ago" is rarely meant to the calendar month, and boosting the wrong month costs
+    # more than boosting none; a week ago is read as that whole week for the same reason.
+    if phrase.amount is None or (phrase.ago and phrase.unit in ("month", "year")):
+        return None
+    return shift(today, phrase.unit, phrase.amount)
+
+
+def _in_week(week: RelativeTime, weekday: RelativeTime, text: str) -> bool:
+    """ "지난주 토요일", "last week Saturday": a weekday named right after a week is that week's."""
+    return (
+        week.unit == "week"
+        and not week.ago
+        and week.amount is not None
+        and weekday.weekday is not None
+        and weekday.amount is None
+        and not text[week.end : weekday.start].strip()
+    )
+
+
+def _relative_spans(text: str, today: date) -> Iterator[tuple[tuple[int, int], CalendarSpan | None]]:
+    phrases = find_relative_times(text)
+    paired: set[int] = set()
+    for index, phrase in enumerate(phrases):
+        if index in paired:
+            continue
+        following = phrases[index + 1] if index + 1 < len(phrases) else None
+        if following is not None and _in_week(phrase, following, text):
+            assert phrase.amount is not None and following.weekday is not None
+            week = shift(today, "week", phrase.amount).start
+            paired.add(index + 1)
+            yield (phrase.start, following.end), CalendarSpan("day", week + timedelta(days=following.weekday))
         else:
-            which, unit = groups["which"].casefold(), groups["unit"].casefold()
-        return _relative("last" if which == "past" else which, unit, now)
-    count, unit = int(groups["count"]), groups["unit"].casefold()
-    if unit == "day":
-        return _day_window(now - timedelta(days=count))
-    return _relative("this", "week", now - timedelta(weeks=count))
+            yield (phrase.start, phrase.end), _query_span(today, phrase)
+
+
+def _readings(text: str, now: datetime) -> Iterator[tuple[tuple[int, int], TimeWindow | None]]:
+    """Every time `text` names, with where it stands: the calendar patterns', then the relative
+    phrases', read against today (UTC). Session times are never later than now, so a phrase that
+    names a later time ("tomorrow", "next week") is read as naming none."""
+    for pattern, kind in _PATTERNS:
+        for match in pattern.finditer(text):
+            yield match.span(), _resolve(match, kind)
+    today = now.astimezone(UTC).date()
+    for span, named in _relative_spans(text, today):
+        yield span, None if named is None or named.start > today else _window(named)
 
 
 def query_time_windows(text: str, now: datetime) -> list[TimeWindow]:
     """The times `text` names (at most a few), resolved against `now`; empty when it names none.
-    A span of text is read once, by the first pattern that takes it."""
+    A span of text is read once, by the first reading that takes it; how many spaces stand
+    between words says nothing of when."""
+    text = " ".join(text.split())
     taken: list[tuple[int, int]] = []
     windows: list[TimeWindow] = []
-    for pattern, kind in _PATTERNS:
-        for match in pattern.finditer(text):
-            span = match.span()
-            if span[0] == span[1] or any(span[0] < end and start < span[1] for start, end in taken):
-                continue
-            taken.append(span)
-            window = _resolve(match, kind, now)
-            if window is not None and window not in windows:
-                windows.append(window)
+    for span, window in _readings(text, now):
+        if span[0] == span[1] or any(span[0] < end and start < span[1] for start, end in taken):
+            continue
+        taken.append(span)
+        if window is not None and window not in windows:
+            windows.append(window)
     return windows[:_MAX_WINDOWS]
 
 
