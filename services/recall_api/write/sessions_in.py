@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from nats.aio.client import Client as NatsClient
+from nats.js.api import PubAck
 
 from contracts import SessionCompleted, SizeLimits, Subjects
 from contracts.session_input import SessionRejected, parse_session
@@ -43,12 +44,16 @@ def check_tenant(tenant_id: str, event: SessionCompleted) -> None:
         raise WrongTenant("tenant_id names another tenant than the API key's; omit it or use your own")
 
 
-async def publish_session(
+async def publish_completed(
     nats: Callable[[], Awaitable[NatsClient]], subjects: Subjects, event: SessionCompleted
-) -> SessionAccepted:
+) -> PubAck:
+    """Publish a SessionCompleted on its owner's subject under the owner-scoped message id. Both ways
+    a session gets in (a whole session here, an ended per-turn session in turns_in.py) publish
+    through this, so the pipeline sees one kind of message and the stream de-duplicates a retry of
+    either."""
     client = await nats()
     try:
-        ack = await client.jetstream().publish(
+        return await client.jetstream().publish(
             subjects.session_completed(event.tenant_id, event.user_id),
             event.model_dump_json().encode("utf-8"),
             stream=subjects.session_stream,
@@ -60,6 +65,12 @@ async def publish_session(
         raise StoreUnavailable(
             "could not publish the session; retrying it is safe (the event id de-duplicates)"
         ) from exc
+
+
+async def publish_session(
+    nats: Callable[[], Awaitable[NatsClient]], subjects: Subjects, event: SessionCompleted
+) -> SessionAccepted:
+    ack = await publish_completed(nats, subjects, event)
     event_id = str(event.event_id)
     log.info(
         "session accepted tenant=%s user=%s session=%s event=%s duplicate=%s",

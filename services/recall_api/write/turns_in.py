@@ -37,7 +37,7 @@ from contracts import SessionCompleted, SizeLimits, Subjects
 from contracts.limits import SizeLimitExceeded, check_session_size
 from contracts.session_form import DEFAULT_AGENT
 from contracts.session_input import SessionRejected
-from services.common.domain.ids import dedup_headers, owned_uuid, session_message_id
+from services.common.domain.ids import owned_uuid
 from services.common.domain.owner import Owner
 from services.common.stores.open_sessions import (
     OpenSessionRecord,
@@ -46,8 +46,7 @@ from services.common.stores.open_sessions import (
     SessionKey,
     StoredSession,
 )
-from services.recall_api.errors import StoreUnavailable
-from services.recall_api.write.sessions_in import status_url
+from services.recall_api.write.sessions_in import publish_completed, status_url
 from services.recall_api.write.turn_schemas import OpenSessionView, SessionEnded, TurnOut, TurnsAccepted, TurnsRequest
 
 log = logging.getLogger(__name__)
@@ -295,20 +294,7 @@ class OpenSessions:
         return None
 
     async def _publish(self, event: SessionCompleted) -> PubAck:
-        client = await self.nats()
-        try:
-            return await client.jetstream().publish(
-                self.subjects.session_completed(event.tenant_id, event.user_id),
-                event.model_dump_json().encode("utf-8"),
-                stream=self.subjects.session_stream,
-                headers=dedup_headers(session_message_id(event)),
-                timeout=10.0,
-            )
-        except Exception as exc:
-            log.error("could not publish the open session's event: %s: %s", type(exc).__name__, exc)
-            raise StoreUnavailable(
-                "could not publish the session; retrying is safe (the event id de-duplicates)"
-            ) from exc
+        return await publish_completed(self.nats, self.subjects, event)
 
     def _ended(self, key: SessionKey, record: OpenSessionRecord, *, duplicate: bool) -> SessionEnded:
         event_id = str(record.event_id)
