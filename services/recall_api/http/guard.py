@@ -15,12 +15,13 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from contracts.session_input import SessionRejected
 from services.recall_api.auth import bearer_token, tenant_for_key
 from services.recall_api.http.throttle import FailureThrottle, client_address
 from services.recall_api.write_schemas import ErrorDetail, ErrorResponse
@@ -108,6 +109,13 @@ class FieldError(StarletteHTTPException):
         super().__init__(status_code, reason)
         self.field = field
         self.reason = reason
+
+
+def session_refused(exc: SessionRejected) -> FieldError:
+    """A session the ingest limits refuse, answered alike whether it came whole or turn by turn:
+    413 when it is too large, else 422, naming the field."""
+    code = status.HTTP_413_CONTENT_TOO_LARGE if exc.too_large else status.HTTP_422_UNPROCESSABLE_CONTENT
+    return FieldError(exc.field or None, exc.reason, code)
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:

@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Path, status
 from contracts.events import ID_PATTERN
 from contracts.session_input import SessionRejected
 from services.recall_api.errors import found_or_raise
-from services.recall_api.http.guard import FieldError
+from services.recall_api.http.guard import FieldError, session_refused
 from services.recall_api.http.routes import ERROR_RESPONSES, Service, Tenant
 from services.recall_api.write.turn_schemas import OpenSessionView, SessionEnded, TurnsAccepted, TurnsRequest
 from services.recall_api.write.turns_in import TurnConflict
@@ -46,8 +46,7 @@ async def session_turns_add(
     except TurnConflict as exc:
         raise FieldError(exc.field, exc.reason, status.HTTP_409_CONFLICT) from exc
     except SessionRejected as exc:
-        code = status.HTTP_413_CONTENT_TOO_LARGE if exc.too_large else status.HTTP_422_UNPROCESSABLE_CONTENT
-        raise FieldError(exc.field or None, exc.reason, code) from exc
+        raise session_refused(exc) from exc
 
 
 @turn_router.post(

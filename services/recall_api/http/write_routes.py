@@ -11,7 +11,7 @@ from fastapi import APIRouter, Body, Header, HTTPException, Path, Query, status
 from contracts.events import METADATA_MAX_KEYS, Channel, Scope
 from services.common.domain.facts import FactStatus
 from services.recall_api.errors import FactRejected, found_or_raise
-from services.recall_api.http.guard import FieldError
+from services.recall_api.http.guard import FieldError, session_refused
 from services.recall_api.http.metadata_query import metadata_pairs
 from services.recall_api.http.routes import ERROR_RESPONSES, NOT_FOUND_DETAIL, Service, Tenant, UserId
 from services.recall_api.service import SessionRejected
@@ -84,8 +84,7 @@ async def sessions_add(
     except WrongTenant as exc:
         raise FieldError("tenant_id", str(exc), status.HTTP_403_FORBIDDEN) from exc
     except SessionRejected as exc:
-        code = status.HTTP_413_CONTENT_TOO_LARGE if exc.too_large else status.HTTP_422_UNPROCESSABLE_CONTENT
-        raise FieldError(exc.field or None, exc.reason, code) from exc
+        raise session_refused(exc) from exc
 
 
 @write_router.post(
