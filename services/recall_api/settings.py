@@ -86,6 +86,15 @@ class RecallApiSettings(TierMemSettings):
         ),
     )
 
+    l0_value_check: bool = Field(
+        default=True,
+        description=(
+            "L0 leaves out a memory that states no value of the kind the question asks for: no number for "
+            "how many / how much / how old / which version (몇, 얼마), no clock time for what time (몇 시), "
+            "besides the values the question names itself."
+        ),
+    )
+
     # ---- L1 search -----------------------------------------------------------------------------
     l1_keyword_weight: float = Field(default=0.3, ge=0, le=1, description="L1 hybrid weight of keyword search.")
     l1_dense_weight: float = Field(default=0.7, ge=0, le=1, description="L1 hybrid weight of vector search.")

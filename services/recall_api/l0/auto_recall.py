@@ -46,6 +46,7 @@ def l0_policy(settings: RecallApiSettings) -> L0Policy:
         ),
         subject_attribution=settings.l0_subject_attribution,
         detail_max_dense=settings.l0_detail_max_dense if settings.l0_detail_max_dense > 0 else None,
+        value_check=settings.l0_value_check,
         model=shipped_model() if settings.l0_decision == "model" else None,
     )
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, replace
 
 from services.common.gateways.keywords import surface_terms
+from services.recall_api.l0.answer_value import AskedValue, asked_value, states_no_value
 from services.recall_api.l0.decision import DecisionModel, QueryContext, candidate_features, query_context
 from services.recall_api.l0.detail import DetailCheck, asks_for_value, detail_check, misses_the_detail
 from services.recall_api.l0.gate import GateItem, L0GatePolicy, gate
@@ -29,6 +30,8 @@ class L0Policy:
     gate: L0GatePolicy
     subject_attribution: bool = True
     detail_max_dense: float | None = 0.2  # the detail check's "close in meaning" bar (None: check off)
+    # Leave out a memory that states no value of the kind the question asks for (answer_value.py).
+    value_check: bool = True
     # An item whose keyword terms are at least this share of another chosen item's (or the other way
     # round) repeats it and is left out (None: off).
     max_overlap: float | None = 0.8
@@ -61,6 +64,14 @@ def evidence_text(candidate: Candidate) -> str:
     if candidate.episode is not None:
         return candidate.episode.summary
     return candidate.fact.text if candidate.fact is not None else ""
+
+
+def stated_text(candidate: Candidate) -> str:
+    """What a memory states near the query: an episode's summary and its passages the search reached
+    (the value asked for may sit in a passage other than the best one), else the fact."""
+    if candidate.episode is not None:
+        return "\n".join((candidate.episode.summary, *candidate.reached_passages, candidate.matched_text or ""))
+    return evidence_text(candidate)
 
 
 def stands_alone(candidate: Candidate) -> bool:
@@ -115,6 +126,7 @@ def select_injection(
     checks = _Checks(
         subject=subject_check(query, speakers, tokenise) if policy.subject_attribution else None,
         detail=detail,
+        value=asked_value(query) if policy.value_check else None,
         tokenise=tokenise,
         policy=policy,
     )
@@ -242,7 +254,8 @@ def _select_by_model(
                 if scene.items[index].standalone
                 else "a tentative fact whose session's episode is not injected"
             )
-    checks = _Checks(subject=None, detail=None, tokenise=tokenise, policy=policy)
+    value = asked_value(query) if policy.value_check else None
+    checks = _Checks(subject=None, detail=None, value=value, tokenise=tokenise, policy=policy)
     return _choose(kept, dropped, checks, parts, limit)
 
 
@@ -256,10 +269,11 @@ def term_overlap(first: Set[str], second: Set[str]) -> float:
 @dataclass(frozen=True, slots=True)
 class _Checks:
     """The checks an item that passed the gate goes through, in order: the subject check, the detail
-    check, then the redundancy check against the items already chosen."""
+    check, the value check, then the redundancy check against the items already chosen."""
 
     subject: SubjectCheck | None
     detail: DetailCheck | None
+    value: AskedValue | None
     tokenise: Tokenise
     policy: L0Policy
 
@@ -278,6 +292,8 @@ class _Checks:
             and misses_the_detail(self.detail, text, self.tokenise, part.dense if part else None, max_dense)
         ):
             return "knows the topic, not the detail asked ({})".format(", ".join(sorted(self.detail.details)))
+        if self.value is not None and states_no_value(self.value, stated_text(candidate)):
+            return f"knows the topic, states no {self.value.kind} for it"
         return None
 
     def repeats(self, terms: frozenset[str], chosen: Sequence[tuple[Ranked, frozenset[str]]]) -> str | None:

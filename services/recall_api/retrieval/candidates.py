@@ -287,13 +287,20 @@ class CandidateRetriever:
             # Episodes found only through a passage: read them with the same owner and filters.
             passage_only = dataclasses.replace(episode_search, ids=missing)
             found.update((e.episode_id, e) for e in await store.scroll(owner, passage_only, limit=len(missing)))
+        reached: dict[str, list[str]] = {}
+        for passage_hit in sorted(passage_hits, key=lambda h: -h.score):
+            reached.setdefault(passage_hit.passage.episode_id, []).append(passage_hit.passage.text)
         candidates: list[Candidate] = []
         for episode_id, evidence_of in merged.items():
             stored = found.get(episode_id)
             if stored is None:
                 continue  # passage left behind by an episode that expired or was erased
             text = evidence_of.passage_text if evidence_of.via_passage else None
-            candidates.append(ranking.episode_candidate(stored, evidence_of.relevance, passage_text=text))
+            candidates.append(
+                ranking.episode_candidate(
+                    stored, evidence_of.relevance, passage_text=text, reached=reached.get(episode_id, ())
+                )
+            )
         return candidates
 
     async def _facts(

@@ -35,6 +35,8 @@ class Candidate:
     fact_channels: tuple[str, ...] = ()
     via_passage: bool = False
     matched_text: str | None = None
+    # An episode's passages that the search reached, best first: what the session states near the query.
+    reached_passages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,8 +48,11 @@ class Ranked:
     provenance_date: str | None
 
 
-def episode_candidate(episode: Episode, relevance: float, *, passage_text: str | None = None) -> Candidate:
-    """An episode candidate; `passage_text` when it was found through one of its passages."""
+def episode_candidate(
+    episode: Episode, relevance: float, *, passage_text: str | None = None, reached: Sequence[str] = ()
+) -> Candidate:
+    """An episode candidate; `passage_text` when it was found through one of its passages, `reached`
+    the texts of its passages among the search's hits."""
     return Candidate(
         id=episode.episode_id,
         kind="episode",
@@ -55,6 +60,7 @@ def episode_candidate(episode: Episode, relevance: float, *, passage_text: str |
         episode=episode,
         via_passage=passage_text is not None,
         matched_text=passage_text,
+        reached_passages=tuple(reached),
     )
 
 
