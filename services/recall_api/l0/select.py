@@ -285,6 +285,13 @@ class _Checks:
         if self.subject is not None and about_someone_else(self.subject, text, self.tokenise, subject=subject):
             return f"about someone other than {self.subject.person}"
         part = parts.get(candidate.id)
+        if self.value is not None:
+            # A typed question's detail is its value, whatever words say it: the value check decides.
+            return (
+                f"knows the topic, states no {self.value.kind} for it"
+                if states_no_value(self.value, stated_text(candidate))
+                else None
+            )
         max_dense = self.policy.detail_max_dense
         if (
             self.detail is not None
@@ -292,8 +299,6 @@ class _Checks:
             and misses_the_detail(self.detail, text, self.tokenise, part.dense if part else None, max_dense)
         ):
             return "knows the topic, not the detail asked ({})".format(", ".join(sorted(self.detail.details)))
-        if self.value is not None and states_no_value(self.value, stated_text(candidate)):
-            return f"knows the topic, states no {self.value.kind} for it"
         return None
 
     def repeats(self, terms: frozenset[str], chosen: Sequence[tuple[Ranked, frozenset[str]]]) -> str | None:
