@@ -5,7 +5,6 @@ nats-server, FalkorDB, Qdrant Edge, the e5 model, the app served by uvicorn."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +14,11 @@ from services.common.gateways.embedding_local import LocalE5Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.runtime.settings import NatsSettings
 from tests.fixtures.falkordb import FalkorDBGraph
+from tests.integration.test_l0_reasons import served
 from tests.integration.test_recall_api import ALICE, RecallStack, auto, build_stack, embedder, keywords
 
 pytestmark = pytest.mark.integration
-__all__ = ["embedder", "keywords"]  # module-scoped fixtures shared with test_recall_api
+__all__ = ["embedder", "keywords", "served"]  # fixtures shared with test_recall_api and test_l0_reasons
 
 BORI = "Maya's dog Bori, a jindo mix, had her birthday party with a pup cup; she cannot have chicken."
 BORI_PASSAGES = (
@@ -39,18 +39,6 @@ async def _seeded(stack: RecallStack) -> dict[str, str]:
 
 def _cut_reasons(answer: dict[str, Any]) -> dict[str, str]:
     return {cut["id"]: cut["reason"] for cut in answer["cut"]}
-
-
-@pytest.fixture
-async def served(
-    tmp_path: Path,
-    nats_settings: NatsSettings,
-    falkordb_graph: FalkorDBGraph,
-    embedder: LocalE5Embedder,
-    keywords: KeywordEncoder,
-) -> AsyncIterator[RecallStack]:
-    async with build_stack(tmp_path, nats_settings, falkordb_graph, embedder, keywords, over_http=True) as stack:
-        yield stack
 
 
 async def test_a_memory_without_the_asked_value_is_cut_with_its_reason(served: RecallStack) -> None:
