@@ -7,12 +7,15 @@ leaves out a memory whose text states no value of the asked kind, other than the
 itself names ("16" in "which minor version of Postgres 16" is the topic, not the answer).
 
 The reading is grammar, not vocabulary: the quantity interrogatives (how many / much / old / long / far,
-몇 with a counter, 얼마), "what time" and 몇 시, and the words that name a quantity (number, version,
-price, cost, fee, age; 번호, 버전, 가격, 비용, 나이). A value is a digit outside a calendar date, a
+몇 with a counter, 얼마) and the words that name a quantity (number, version, price, cost, fee, age;
+번호, 버전, 가격, 비용, 나이) ask for a number; "what time" and 몇 시 for a clock time; "what day", "which
+date", "the exact day", 몇 월, 며칠 and 무슨 요일 for a date. A number is a digit outside a calendar date, a
 numeral (English number words; Kiwi's numerals, and the native numeral forms that stand before a
-counter: 한 살, 세 시), and for a duration also a calendar unit with an article ("a week"). Questions
-of any other shape (what, who, where, when, why) are not typed: their answer can be any word, and
-"when" is answered by the session's own date even where the text states none.
+counter: 한 살, 세 시), and for a duration also a calendar unit with an article ("a week"); a date is a
+calendar date or a day that deictic time names ("next Tuesday", "어제"). Questions of any other shape
+(what, who, where, when, why), and date questions about the past, are not typed: their answer can be
+any word, and "when" or "what day did" is answered by the session's own date even where the text
+states none.
 """
 
 from __future__ import annotations
@@ -24,12 +27,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from services.common.domain.calendar_span import MONTH_NUMBERS
+from services.common.domain.relative_time import find_relative_times
 from services.common.gateways import kiwi
 
 if TYPE_CHECKING:
     from kiwipiepy import Token
 
-ValueKind = Literal["number", "clock time"]
+ValueKind = Literal["number", "clock time", "date"]
 
 _HANGUL = re.compile(r"[\uac00-\ud7a3]")
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
@@ -93,9 +97,19 @@ _EN_DATE = re.compile(
     r"|\d{1,2}\s*[월일]"
 )
 
-# Korean: 몇 with a counter asks for a number, 몇 시 for a clock time, and 몇 월 / 며칠 for a date
-# (answered by the session's date, so not typed); 얼마 asks for an amount.
+# "what day", "which date", "what's the exact release day": the interrogative's own noun phrase
+# (at most two words before its head), not any later "day" ("what did you do that day").
+_EN_ASKS_DATE = re.compile(r"\b(?:what|which)(?:'s| is| was| are| were)?(?: the)?(?: [a-z]+){0,2} (?:day|date)\b")
+# A past event's day is often the session's own date, which every episode carries: only a question
+# about a present or coming day is typed ("what day is the vet?", not "what day did we go?").
+_EN_PAST = frozenset({"did", "was", "were", "had"})
+_ORDINAL_DAY = re.compile(r"\b\d{1,2}(?:st|nd|rd|th)\b")
+_NUMERIC_DATE = re.compile(r"\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b")
+
+# Korean: 몇 with a counter asks for a number, 몇 시 for a clock time, 몇 월 / 며칠 / 무슨 요일 for a
+# date; 얼마 asks for an amount.
 _KO_DATE_COUNTERS = frozenset({"월", "일"})
+_KO_PAST = ("었", "았", "였")  # the past-tense pre-final endings (the honorific 시 is one too)
 _KO_CLOCK_COUNTER = "시"
 _KO_QUANTITY_NOUNS = frozenset({"번호", "버전", "가격", "비용", "나이"})
 # The native numerals' forms before a counter (한 살, 두 잔, 세 시, 네 명, 스무 살); the other numerals
@@ -119,13 +133,17 @@ def _morphemes(text: str) -> tuple[Token, ...]:
 
 def _korean_kind(query: str) -> ValueKind | None:
     tokens = _morphemes(query)
+    past = any(token.tag == "EP" and any(mark in token.form for mark in _KO_PAST) for token in tokens)
     for index, token in enumerate(tokens):
         after = tokens[index + 1].form if index + 1 < len(tokens) else ""
         if token.form == "몇" and token.tag in {"MM", "NR"}:
             if after == _KO_CLOCK_COUNTER:
                 return "clock time"
-            if after not in _KO_DATE_COUNTERS:
+            if after not in _KO_DATE_COUNTERS and after != "요일":
                 return "number"
+            return None if past else "date"
+        if token.form == "며칠" or (token.form == "무슨" and after == "요일"):
+            return None if past else "date"
         if token.form == "얼마" or (token.tag.startswith("NN") and token.form in _KO_QUANTITY_NOUNS):
             return "number"
     return None
@@ -136,6 +154,8 @@ def _english_kind(query: str) -> ValueKind | None:
     pairs = list(itertools.pairwise(words))
     if any(first in {"what", "which"} and second == "time" for first, second in pairs):
         return "clock time"
+    if _EN_ASKS_DATE.search(" ".join(words)) and not _EN_PAST.intersection(words):
+        return "date"
     if any(first == "how" and second in _EN_QUANTITY_HOW for first, second in pairs):
         return "number"
     if any(word in _EN_VALUE_ASKING for word in words) and any(word in _EN_QUANTITY_NOUNS for word in words):
@@ -171,8 +191,25 @@ def _english_values(text: str, kind: ValueKind) -> set[str]:
     return values
 
 
+def _date_values(text: str) -> set[str]:
+    """Calendar dates ("May 16", "the 16th", "5/16", "3월 15일") and the days deictic time names
+    ("tomorrow", "next Tuesday", "어제", "금요일"), as written."""
+    folded = text.casefold()
+    values = {
+        match.group(0) for pattern in (_EN_DATE, _ORDINAL_DAY, _NUMERIC_DATE) for match in pattern.finditer(folded)
+    }
+    values |= {
+        folded[phrase.start : phrase.end]
+        for phrase in find_relative_times(folded)
+        if phrase.unit in {"day", "weekend"} or phrase.weekday is not None
+    }
+    return values
+
+
 def stated_values(text: str, kind: ValueKind) -> set[str]:
-    """The values of `kind` the text states, as written (digits, numerals, clock times)."""
+    """The values of `kind` the text states, as written (digits, numerals, clock times, dates)."""
+    if kind == "date":
+        return _date_values(text)
     values = _english_values(text, kind)
     if _HANGUL.search(text):
         values |= _korean_values(text, kind)
