@@ -34,6 +34,7 @@ from services.recall_api.l0.answer_value import AskedValue, asked_value, stated_
         ("what day did Melanie go camping?", None),
         ("몇 월에 이사했지?", None),
         ("what did you do that day?", None),
+        ("what type of date is Andrew going on Sunday?", None),
         ("두부 사료 브랜드 뭐였지?", None),
     ],
 )

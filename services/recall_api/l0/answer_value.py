@@ -99,7 +99,10 @@ _EN_DATE = re.compile(
 
 # "what day", "which date", "what's the exact release day": the interrogative's own noun phrase
 # (at most two words before its head), not any later "day" ("what did you do that day").
-_EN_ASKS_DATE = re.compile(r"\b(?:what|which)(?:'s| is| was| are| were)?(?: the)?(?: [a-z]+){0,2} (?:day|date)\b")
+# "what type of date" asks for a kind, not a day.
+_EN_ASKS_DATE = re.compile(
+    r"\b(?:what|which)(?:'s| is| was| are| were)?(?: the)?(?! (?:type|kind|sort)s? of)(?: [a-z]+){0,2} (?:day|date)\b"
+)
 # A past event's day is often the session's own date, which every episode carries: only a question
 # about a present or coming day is typed ("what day is the vet?", not "what day did we go?").
 _EN_PAST = frozenset({"did", "was", "were", "had"})
