@@ -35,6 +35,9 @@ from services.recall_api.l0.answer_value import AskedValue, asked_value, stated_
         ("몇 월에 이사했지?", None),
         ("what did you do that day?", None),
         ("what type of date is Andrew going on Sunday?", None),
+        ("What time management techniques do Deborah and Jolene use?", None),
+        ("what time of day is the Atlas launch?", "clock time"),
+        ("the vet, what time", "clock time"),
         ("두부 사료 브랜드 뭐였지?", None),
     ],
 )

@@ -97,6 +97,10 @@ _EN_DATE = re.compile(
     r"|\d{1,2}\s*[월일]"
 )
 
+# "what time is / does / of day": the time itself, not a noun it modifies ("what time management").
+_EN_ASKS_CLOCK = re.compile(
+    r"\b(?:what|which) time(?:'s|$| (?:is|are|was|were|do|does|did|will|would|should|can|could|shall|of day)\b)"
+)
 # "what day", "which date", "what's the exact release day": the interrogative's own noun phrase
 # (at most two words before its head), not any later "day" ("what did you do that day").
 # "what type of date" asks for a kind, not a day.
@@ -155,7 +159,7 @@ def _korean_kind(query: str) -> ValueKind | None:
 def _english_kind(query: str) -> ValueKind | None:
     words = _WORD.findall(query.casefold())
     pairs = list(itertools.pairwise(words))
-    if any(first in {"what", "which"} and second == "time" for first, second in pairs):
+    if _EN_ASKS_CLOCK.search(" ".join(words)):
         return "clock time"
     if _EN_ASKS_DATE.search(" ".join(words)) and not _EN_PAST.intersection(words):
         return "date"
