@@ -233,5 +233,10 @@ def asked_value(query: str) -> AskedValue | None:
 
 
 def states_no_value(asked: AskedValue, text: str) -> bool:
-    """The text states no value of the asked kind besides the ones the question names."""
-    return not (stated_values(text, asked.kind) - asked.named)
+    """The text states no value of the asked kind besides the ones the question names. Written values
+    are read first: Kiwi (~0.25 ms a Korean text) runs only when they do not answer."""
+    if asked.kind == "date":
+        return not (_date_values(text) - asked.named)
+    if _english_values(text, asked.kind) - asked.named:
+        return False
+    return not (_HANGUL.search(text) and _korean_values(text, asked.kind) - asked.named)
