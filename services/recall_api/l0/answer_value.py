@@ -6,13 +6,16 @@ however well it matches the topic. Injecting it anyway invites the model to make
 leaves out a memory whose text states no value of the asked kind, other than the values the question
 itself names ("16" in "which minor version of Postgres 16" is the topic, not the answer).
 
-The reading is grammar, not vocabulary: the quantity interrogatives (how many / much / old / long / far,
-몇 with a counter, 얼마) and the words that name a quantity (number, version, price, cost, fee, age;
+The reading is grammar, not vocabulary: the quantity interrogatives (how many / much / old / far, 몇
+with a counter, 얼마) and the words that name a quantity (number, version, price, cost, fee, age;
 번호, 버전, 가격, 비용, 나이) ask for a number; "what time" and 몇 시 for a clock time; "what day", "which
 date", "the exact day", 몇 월, 며칠 and 무슨 요일 for a date. A number is a digit outside a calendar date, a
 numeral (English number words; Kiwi's numerals, and the native numeral forms that stand before a
 counter: 한 살, 세 시), and for a duration also a calendar unit with an article ("a week"); a date is a
-calendar date or a day that deictic time names ("next Tuesday", "어제"). Questions of any other shape
+calendar date or a day that deictic time names ("next Tuesday", "어제"). A number no memory states
+once is not typed: elapsed time (how long, how many months, 몇 년), frequency (how many times, how
+often, 몇 번) and tallies in the present perfect ("how many tournaments has he won"), which are
+reckoned from several sessions and their dates. Questions of any other shape
 (what, who, where, when, why), and date questions about the past, are not typed: their answer can be
 any word, and "when" or "what day did" is answered by the session's own date even where the text
 states none.
@@ -39,9 +42,21 @@ _HANGUL = re.compile(r"[\uac00-\ud7a3]")
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _DIGITS = re.compile(r"\d+(?:[.,:]\d+)*")
 
-_EN_QUANTITY_HOW = frozenset({"many", "much", "old", "long", "far", "big", "tall", "heavy"})
-_EN_QUANTITY_NOUNS = frozenset({"number", "version", "price", "cost", "fee", "age"})
-_EN_VALUE_ASKING = frozenset({"what", "what's", "which", "whats"})
+_EN_QUANTITY_HOW = frozenset({"many", "much", "old", "far", "big", "tall", "heavy"})
+_TIME_UNITS = r"(?:seconds?|minutes?|hours?|days?|weeks?|months?|years?|decades?|times)"
+# A number nobody states once: elapsed time ("how long", "how many months passed", reckoned from the
+# sessions' dates), a frequency ("how many times", "how often"), or a tally that grows ("how many
+# tournaments has Nate won": the present perfect's inverted auxiliary), summed over sessions.
+_EN_COUNTED = re.compile(
+    rf"\bhow (?:long|often)\b|\bhow (?:many|much) (?:[a-z]+ )?{_TIME_UNITS}\b"
+    r"|\bhow many [a-z]+(?: [a-z]+)? (?:has|have)\b(?! to\b)"
+)
+# "what's my bib number", "which minor version": the quantity noun heads the interrogative's own noun
+# phrase, and "number one" is an idiom, not a number asked for.
+_EN_ASKS_QUANTITY = re.compile(
+    r"\b(?:what|which)(?:'s| is| was| are| were)?(?: [a-z']+){0,3} (?:number|version|price|cost|fee|age)\b"
+    r"(?! (?:one|two|three)\b)"
+)
 _EN_NUMBER_WORDS = frozenset(
     (
         *(
@@ -116,6 +131,8 @@ _NUMERIC_DATE = re.compile(r"\b\d{1,2}/\d{1,2}(?:/\d{2,4})?\b")
 # Korean: 몇 with a counter asks for a number, 몇 시 for a clock time, 몇 월 / 며칠 / 무슨 요일 for a
 # date; 얼마 asks for an amount.
 _KO_DATE_COUNTERS = frozenset({"월", "일"})
+# 몇 번 (how many times), 몇 년 / 개월 / 달 / 주 / 시간 / 분 (how long): reckoned, not stated.
+_KO_COUNTED = frozenset({"번", "년", "개월", "달", "주", "시간", "분"})
 _KO_PAST = ("었", "았", "였")  # the past-tense pre-final endings (the honorific 시 is one too)
 _KO_CLOCK_COUNTER = "시"
 _KO_QUANTITY_NOUNS = frozenset({"번호", "버전", "가격", "비용", "나이"})
@@ -146,6 +163,8 @@ def _korean_kind(query: str) -> ValueKind | None:
         if token.form == "몇" and token.tag in {"MM", "NR"}:
             if after == _KO_CLOCK_COUNTER:
                 return "clock time"
+            if after in _KO_COUNTED:
+                return None
             if after not in _KO_DATE_COUNTERS and after != "요일":
                 return "number"
             return None if past else "date"
@@ -163,9 +182,12 @@ def _english_kind(query: str) -> ValueKind | None:
         return "clock time"
     if _EN_ASKS_DATE.search(" ".join(words)) and not _EN_PAST.intersection(words):
         return "date"
+    joined = " ".join(words)
+    if _EN_COUNTED.search(joined):
+        return None
     if any(first == "how" and second in _EN_QUANTITY_HOW for first, second in pairs):
         return "number"
-    if any(word in _EN_VALUE_ASKING for word in words) and any(word in _EN_QUANTITY_NOUNS for word in words):
+    if _EN_ASKS_QUANTITY.search(joined):
         return "number"
     return None
 
