@@ -68,9 +68,10 @@ def evidence_text(candidate: Candidate) -> str:
 
 def stated_text(candidate: Candidate) -> str:
     """What a memory states near the query: an episode's summary and its passages the search reached
-    (the value asked for may sit in a passage other than the best one), else the fact."""
+    (the value asked for may sit in a passage other than the best one; the best one is among them),
+    else the fact."""
     if candidate.episode is not None:
-        return "\n".join((candidate.episode.summary, *candidate.reached_passages, candidate.matched_text or ""))
+        return "\n".join((candidate.episode.summary, *candidate.reached_passages))
     return evidence_text(candidate)
 
 
