@@ -8,7 +8,11 @@ at least one other content word, and a memory covers none of those words (and is
 either), that memory is left out.
 
 Content words are the query's keyword terms minus the entity's own word; in Korean only nouns and
-foreign words count (a verb like 가다 "go" is in every plan and says nothing about the detail).
+foreign words count (a verb like 가다 "go" is in every plan and says nothing about the detail). The
+words naming the answer's kind ("which *database*", 무슨 *DB*) and the action asked about ("did we
+*pick*") are not asked for, since an answer says "postgres 16" and people paraphrase the verb
+(question_roles.py); a memory that says them still covers the question, and a question with nothing
+else to ask about gets no check.
 
 The check applies only to a question that asks for a value: what, which, when, where, who, how many
 (뭐, 무슨, 어느, 언제, 어디, 누구, 몇, 얼마). Such a question is answered by one stated detail, and a memory
@@ -30,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from services.common.gateways import kiwi
+from services.recall_api.l0.question_roles import ASPECT_ADVERBS, not_details
 
 if TYPE_CHECKING:
     from kiwipiepy import Token
@@ -45,6 +50,9 @@ class DetailCheck:
 
     entities: frozenset[str]
     details: frozenset[str]
+    # The question's words that name the answer's kind or the action: a memory that says one of them
+    # covers the question, but they are not asked for (question_roles.py).
+    roles: frozenset[str] = frozenset()
 
 
 def _query_words_naming(query: str, entities: Iterable[str]) -> tuple[set[str], list[str]]:
@@ -77,6 +85,19 @@ def prepare_query(query: str) -> None:
     its steps, so work on the event loop meanwhile does not slow the embedding)."""
     if _HANGUL.search(query):
         _query_morphemes(query)
+
+
+# 무슨 DB, 어떤 프레임워크, 어느 병원: the noun after the interrogative determiner names the answer's kind.
+_KO_KIND_DETERMINERS = frozenset({"무슨", "어떤", "어느"})
+
+
+def _korean_answer_kind(query: str) -> set[str]:
+    tokens = _query_morphemes(query)
+    return {
+        after.form.casefold()
+        for token, after in itertools.pairwise(tokens)
+        if token.form in _KO_KIND_DETERMINERS and after.tag.startswith(_NOUN_TAGS)
+    }
 
 
 def _korean_nouns(query: str) -> set[str]:
@@ -115,10 +136,16 @@ def detail_check(query: str, entities: Iterable[str], tokenise: Tokenise) -> Det
         for t in tokenise(query)
         if not t.startswith("#") and t not in entity_terms and not any(t in word for word in naming_words)
     ]
+    # The answer's kind, the action and aspect words count when a memory says them, but a question
+    # that asks about nothing else gets no check (question_roles.py).
+    roles = set(tokenise(" ".join(sorted(not_details(query) | ASPECT_ADVERBS))))
     if any(_HANGUL.search(t) for t in terms):
         nouns = _korean_nouns(query)
+        roles |= _korean_answer_kind(query)
         terms = [t for t in terms if not _HANGUL.search(t) or t in nouns]
-    return DetailCheck(frozenset(named), frozenset(terms)) if terms else None
+    asked = frozenset(terms)
+    details = asked - roles
+    return DetailCheck(frozenset(named), details, asked & roles) if details else None
 
 
 # Terms sharing this many leading characters count as the same word ("camped" / "camping",
@@ -134,7 +161,7 @@ def stem(term: str) -> str:
 def covers(check: DetailCheck, text: str, tokenise: Tokenise) -> bool:
     """The text names at least one asked detail (same word, or the same stem for longer Latin words)."""
     stems = {stem(term) for term in tokenise(text)}
-    return any(stem(detail) in stems for detail in check.details)
+    return any(stem(detail) in stems for detail in check.details | check.roles)
 
 
 def misses_the_detail(check: DetailCheck, text: str, tokenise: Tokenise, dense: float | None, max_dense: float) -> bool:
