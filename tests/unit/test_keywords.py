@@ -49,14 +49,15 @@ def test_term_index_does_not_depend_on_the_process_hash_seed() -> None:
 
 
 def test_english_normalises_drops_stopwords_and_plurals(encoder: KeywordEncoder) -> None:
-    assert encoder.tokens("The MEETINGS were moved to Paris, weren't they?") == ["meeting", "moved", "paris"]
-    # NFKC folds full-width letters; casefold handles non-ASCII case.
-    assert encoder.tokens("Ｚｏｒｂｌａｘ CAFÉ") == ["zorblax", "café"]
-    assert encoder.tokens("batteries cats") == ["battery", "cat"]
+    words = ["meeting", "moved", "paris"]
+    assert encoder.tokens("The MEETINGS were moved to Paris, weren't they?") == [*words, "~meet", "~move", "~pari"]
+    # NFKC folds full-width letters; casefold handles non-ASCII case; only a-z words get a stem term.
+    assert encoder.tokens("Ｚｏｒｂｌａｘ CAFÉ") == ["zorblax", "café", "~zorblax"]
+    assert encoder.tokens("batteries cats") == ["battery", "cat", "~batteri", "~cat"]
 
 
 def test_english_keeps_digits_and_drops_single_letters(encoder: KeywordEncoder) -> None:
-    assert encoder.tokens("GPT-4 has a 3 x speedup") == ["gpt", "4", "3", "speedup"]
+    assert encoder.tokens("GPT-4 has a 3 x speedup") == ["gpt", "4", "3", "speedup", "~gpt", "~speedup"]
 
 
 def test_korean_particles_and_endings_are_stripped(encoder: KeywordEncoder) -> None:
@@ -105,8 +106,25 @@ def test_mixed_korean_and_english(encoder: KeywordEncoder) -> None:
 
 def test_query_values_are_one_per_distinct_term(encoder: KeywordEncoder) -> None:
     query = encoder.encode_query("Paris paris PARIS trip")
-    assert query.values == [1.0, 1.0]
-    assert query.indices == sorted({term_index("paris"), term_index("trip")})
+    assert query.values == [1.0] * 4
+    assert query.indices == sorted({term_index(t) for t in ("paris", "trip", "~pari", "~trip")})
+
+
+def test_a_word_meets_its_other_forms_through_its_stem_term(encoder: KeywordEncoder) -> None:
+    """ "who fixed the bug" and "the fix is merged": one stem term in common, and a word written the
+    same way still counts more than one that only shares its stem."""
+    query = set(encoder.encode_query("who fixed the bug").indices)
+    fix = encoder.encode_document("the fix is merged")
+    fixed = encoder.encode_document("the fixed one is merged")
+
+    def matched(document: SparseVector) -> float:
+        return sum(value for index, value in zip(document.indices, document.values, strict=True) if index in query)
+
+    assert query & set(fix.indices) == {term_index("~fix")}
+    assert 0 < matched(fix) < matched(fixed)
+    weights = dict(zip(fixed.indices, fixed.values, strict=True))
+    assert weights[term_index("fixed")] == pytest.approx(0.25 * weights[term_index("~fix")])  # 0.2 : 0.8
+    assert set(encoder.encode_document("파리 여행").indices).isdisjoint({term_index("~pari")})
 
 
 def test_document_weights_saturate_with_frequency(encoder: KeywordEncoder) -> None:
@@ -165,6 +183,8 @@ def test_invalid_parameters_are_rejected() -> None:
         KeywordEncoder(avg_doc_terms=0)
     with pytest.raises(ValueError):
         KeywordEncoder(bigram_weight=0)
+    with pytest.raises(ValueError):
+        KeywordEncoder(stem_share=1.0)
 
 
 def test_repeated_short_texts_are_analysed_once_and_callers_get_their_own_list(

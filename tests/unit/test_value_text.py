@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.common.domain.value_text import make_needle, needles_of, text_mentions
-from services.common.gateways.keywords import KeywordEncoder
+from services.common.gateways.keywords import KeywordEncoder, term_index
 from services.common.stores.graph.repository import EntityRecord
 from services.common.stores.value_places import PLACE_NAMES, keyword_terms
 from services.pruner.fact_erasure import FactErasure
@@ -128,3 +128,5 @@ def test_the_keyword_index_is_asked_about_single_words_only() -> None:
     assert len(terms("Xanthorrhoea")) == 1
     assert terms("pine nuts") == []
     assert terms("Go") == []  # "Go" and "go" are one term in the index
+    # The word's own term, not its stem: an erasure of "running" must not find every text with "run".
+    assert terms("running") == [term_index("running")]

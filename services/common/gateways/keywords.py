@@ -8,6 +8,13 @@ score(query, doc) = Σ_{t ∈ query ∩ doc} idf(t) · w_doc(t).
 Terms:
 - non-Hangul word runs (English, numbers, other scripts): NFKC, casefold, a light stopword list and
   an "S-stemmer" (plural endings only: aggressive stemming would merge proper nouns);
+- English stem terms beside them: every Latin word also gives its Snowball (Porter2) stem, marked with
+  a leading "~" ("fixed" → "fixed" and "~fix"), so "who fixed the bug" meets "the fix is merged" and
+  "which days do I run" meets "running tue thu sun". In a document the word's weight is split between
+  its own term and its stem term (`stem_share` to the stem), so a word written the same way counts 1
+  and one that only shares its stem 0.8. The surface term stays in the index: an erasure that asks it
+  for "run" finds the texts that say "run", not every text with "running" (value_places.keyword_terms),
+  and texts indexed before stem terms existed still match on it;
 - Hangul: content morphemes from Kiwi (nouns, foreign words, roots, verb/adjective stems as
   "stem+다"), so "서울에서" yields "서울" like "서울" does;
 - Hangul fallback: character bigrams of the nominal part of each word (from its start to the end of
@@ -21,15 +28,21 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import threading
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+import snowballstemmer
+
 from services.common.domain.sparse import SparseVector
 from services.common.gateways import kiwi
 
 BIGRAM_MARK = "#"
+STEM_MARK = "~"
+# Marks of the fallback terms: neither is a word of the text, and neither counts in its length.
+FALLBACK_MARKS = (BIGRAM_MARK, STEM_MARK)
 
 # Hangul syllables plus jamo ("ㅇㅋ", "ㅋㅋ" in chats; NFKC turns compatibility jamo into conjoining ones).
 _HANGUL_RUN = re.compile(r"[\uac00-\ud7a3\u1100-\u11ff\u3131-\u318e]+")
@@ -77,6 +90,25 @@ def _s_stem(word: str) -> str:
     return word
 
 
+_LATIN_WORD = re.compile(r"[a-z]+")
+# A Snowball stemmer keeps the word it works on in the instance: one per thread.
+_stemmers = threading.local()
+
+
+@functools.lru_cache(maxsize=65_536)
+def english_stem(word: str) -> str:
+    """The Snowball English (Porter2) stem of a lowercase Latin word."""
+    stemmer = getattr(_stemmers, "english", None)
+    if stemmer is None:
+        stemmer = _stemmers.english = snowballstemmer.stemmer("english")
+    stem: str = stemmer.stemWord(word)
+    return stem
+
+
+def _stem_terms(words: Sequence[str]) -> list[str]:
+    return [STEM_MARK + english_stem(word) for word in words if _LATIN_WORD.fullmatch(word)]
+
+
 class KeywordEncoder:
     """Text → sparse keyword vectors. Korean goes through the process's shared Kiwi (gateways.kiwi).
 
@@ -85,26 +117,37 @@ class KeywordEncoder:
 
     `k1`, `b`, `avg_doc_terms` are the BM25 term-frequency saturation and length normalisation of
     document weights; `bigram_weight` scales the Hangul bigram fallback terms in documents (they
-    largely repeat what the morphemes already matched).
+    largely repeat what the morphemes already matched); `stem_share` is the part of an English word's
+    document weight its stem term carries (the rest stays on the word's own term).
     """
 
     def __init__(
-        self, *, k1: float = 1.2, b: float = 0.75, avg_doc_terms: float = 40.0, bigram_weight: float = 0.5
+        self,
+        *,
+        k1: float = 1.2,
+        b: float = 0.75,
+        avg_doc_terms: float = 40.0,
+        bigram_weight: float = 0.5,
+        stem_share: float = 0.8,
     ) -> None:
-        if k1 < 0 or not 0.0 <= b <= 1.0 or avg_doc_terms <= 0 or not 0.0 < bigram_weight <= 1.0:
-            raise ValueError("need k1 >= 0, 0 <= b <= 1, avg_doc_terms > 0 and 0 < bigram_weight <= 1")
+        if k1 < 0 or not 0.0 <= b <= 1.0 or avg_doc_terms <= 0:
+            raise ValueError("need k1 >= 0, 0 <= b <= 1 and avg_doc_terms > 0")
+        if not 0.0 < bigram_weight <= 1.0 or not 0.0 < stem_share < 1.0:
+            raise ValueError("need 0 < bigram_weight <= 1 and 0 < stem_share < 1")
         self._k1 = k1
         self._b = b
         self._avg_doc_terms = avg_doc_terms
         self._bigram_weight = bigram_weight
+        self._stem_share = stem_share
 
     def warm_up(self) -> None:
         """Load Kiwi now (seconds) instead of on the first Korean text."""
         kiwi.warm_up()
 
     def tokens(self, text: str) -> list[str]:
-        """Terms of `text`, repeats kept (for BM25 baselines): non-Hangul words first, then Korean morphemes,
-        then Hangul bigram terms (which start with '#')."""
+        """Terms of `text`, repeats kept (for BM25 baselines): non-Hangul words first, then the English
+        stem terms (which start with '~'), then Korean morphemes, then Hangul bigram terms (which start
+        with '#')."""
         if len(text) <= _CACHED_TEXT_CHARS:
             return list(_cached_terms(text))
         return _terms(text)
@@ -118,19 +161,28 @@ class KeywordEncoder:
         terms = self.tokens(text)
         if not terms:
             return SparseVector(indices=[], values=[])
-        # Length counts words and morphemes; bigram terms are a fallback, not extra text.
-        length = sum(not term.startswith(BIGRAM_MARK) for term in terms)
+        # Length counts words and morphemes; bigram and stem terms are a fallback, not extra text.
+        length = sum(not term.startswith(FALLBACK_MARKS) for term in terms)
         length_norm = self._k1 * (1.0 - self._b + self._b * length / self._avg_doc_terms)
         weights: dict[int, float] = {}
         for term, tf in Counter(terms).items():
             weight = tf * (self._k1 + 1.0) / (tf + length_norm)
-            if term.startswith(BIGRAM_MARK):
-                weight *= self._bigram_weight
+            weight *= self._share(term)
             index = term_index(term)
             # A 31-bit hash collision between two terms of one text is rare; adding keeps both counted.
             weights[index] = weights.get(index, 0.0) + weight
         indices = sorted(weights)
         return SparseVector(indices=indices, values=[weights[i] for i in indices])
+
+    def _share(self, term: str) -> float:
+        """The part of a document term's weight it carries: an English word splits its weight between
+        its own term and its stem term, so a word written the same way counts 1 and one that only
+        shares its stem `stem_share`; a bigram counts `bigram_weight`; any other term 1."""
+        if term.startswith(BIGRAM_MARK):
+            return self._bigram_weight
+        if term.startswith(STEM_MARK):
+            return self._stem_share
+        return 1.0 - self._stem_share if _LATIN_WORD.fullmatch(term) else 1.0
 
     def encode_query(self, text: str) -> SparseVector:
         """1 per distinct term: the index multiplies in IDF, the document side carries the frequency."""
@@ -140,7 +192,9 @@ class KeywordEncoder:
 
 def _terms(text: str) -> list[str]:
     normalized = unicodedata.normalize("NFKC", text).casefold()
-    terms = [_s_stem(word) for word in _OTHER_WORD.findall(normalized) if _keep_word(word)]
+    words = [word for word in _OTHER_WORD.findall(normalized) if _keep_word(word)]
+    terms = [_s_stem(word) for word in words]
+    terms.extend(_stem_terms(words))
     if _HANGUL_CHAR.search(normalized):
         terms.extend(_korean_terms(normalized))
     return terms

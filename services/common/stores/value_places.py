@@ -51,6 +51,7 @@ from contracts.events import Scope
 from services.common.domain.owner import Owner
 from services.common.domain.sparse import SparseVector
 from services.common.domain.value_text import Needle, make_needle, text_mentions
+from services.common.gateways.keywords import FALLBACK_MARKS, STEM_MARK, term_index
 from services.common.stores.erasure import (
     ERASURE_RECORD_KINDS,
     stream_messages,
@@ -257,10 +258,12 @@ def keyword_terms(keywords: KeywordEncoder, needle: Needle) -> list[int]:
     if needle.case_sensitive:
         return []  # "Go" and "go" are one term in the index
     tokens = keywords.tokens(needle.text)
-    words = {token for token in tokens if not token.startswith("#")}  # '#': Hangul bigram fallback terms
+    words = {token for token in tokens if not token.startswith(FALLBACK_MARKS)}
     if len(words) != 1:
         return []
-    return keywords.encode_query(needle.text).indices
+    # Not the English stem: "~run" is in every text that says "running", and the erasure removes the
+    # points found here (gateways/keywords.py).
+    return sorted({term_index(token) for token in tokens if not token.startswith(STEM_MARK)})
 
 
 async def keyword_holders(stores: PlaceStores, owner: Owner, collection: str, needle: Needle) -> set[str]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from services.common.domain.ids import is_uuid
 from services.common.domain.owner import Owner
+from services.common.gateways.keywords import FALLBACK_MARKS
 from services.common.runtime.resources import Resources
 from services.common.stores.episodes import Episode
 from services.common.stores.graph.repository import (
@@ -96,7 +97,7 @@ class GraphSearch:
             found.setdefault(record.key, record)
         if found:
             return list(found.values())
-        terms = [t for t in self.resources.keywords().tokens(text) if not t.startswith("#") and len(t) >= 2]
+        terms = [t for t in self.resources.keywords().tokens(text) if not t.startswith(FALLBACK_MARKS) and len(t) >= 2]
         seen: set[str] = set()
         for term in terms:
             if term in seen:

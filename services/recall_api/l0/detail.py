@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from services.common.gateways import kiwi
+from services.common.gateways.keywords import FALLBACK_MARKS
 from services.recall_api.l0.question_roles import ASPECT_ADVERBS, not_details
 
 if TYPE_CHECKING:
@@ -134,7 +135,7 @@ def detail_check(query: str, entities: Iterable[str], tokenise: Tokenise) -> Det
     terms = [
         t
         for t in tokenise(query)
-        if not t.startswith("#") and t not in entity_terms and not any(t in word for word in naming_words)
+        if not t.startswith(FALLBACK_MARKS) and t not in entity_terms and not any(t in word for word in naming_words)
     ]
     # The answer's kind, the action and aspect words count when a memory says them, but a question
     # that asks about nothing else gets no check (question_roles.py).

@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 
 from services.common.domain.owner import Owner
+from services.common.gateways.keywords import FALLBACK_MARKS
 from services.common.runtime.resources import Resources
 from services.common.stores.graph.repository import channel_view, normalise_entity_name
 from services.common.stores.vector.port import SparseVector
@@ -40,7 +41,7 @@ def query_name_norms(text: str, terms: Sequence[str]) -> list[str]:
         for start in range(len(words) - size + 1):
             norms.setdefault(normalise_entity_name(" ".join(words[start : start + size])), None)
     for term in terms:
-        if not term.startswith("#"):
+        if not term.startswith(FALLBACK_MARKS):
             norms.setdefault(normalise_entity_name(term), None)
     return [norm for norm in norms if len(norm) >= 2][:_MAX_NORMS]
 
