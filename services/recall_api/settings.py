@@ -26,7 +26,10 @@ class RecallApiSettings(TierMemSettings):
     l0_query_max_codepoints: int = Field(
         default=300, ge=20, description="Longest L0 query in code points; the newest end is kept."
     )
-    l0_default_max_entries: int = Field(default=3, ge=1, le=20, description="Entries injected when not requested.")
+    # Two, not more: L0 injects unasked into every turn, and an item ranked third after one per session
+    # and one per content was seldom from a session holding the answer, while it took prompt room and
+    # misled as often as it helped (docs/evaluation.md, "What L0 injects"). A caller that wants more asks.
+    l0_default_max_entries: int = Field(default=2, ge=1, le=20, description="Entries injected when not requested.")
     l0_default_token_budget: int = Field(default=300, ge=1, description="Token budget when not requested.")
     l0_embedding_deadline_ms: float = Field(
         default=1000,

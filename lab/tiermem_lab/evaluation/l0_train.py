@@ -15,6 +15,7 @@ hash of the data, so the file says how to make it again.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shlex
@@ -50,7 +51,15 @@ if TYPE_CHECKING:
 
 FORMS: tuple[ChatForm, ...] = ("chat", "group")
 L2 = 1.0
-MAX_ENTRIES = 3  # L0's default entry limit (TIERMEM_L0_DEFAULT_MAX_ENTRIES), as the evaluations ask
+
+
+@functools.cache
+def max_entries() -> int:
+    """L0's entry limit when the turn does not ask for one (TIERMEM_L0_DEFAULT_MAX_ENTRIES), as the
+    evaluations ask: the rules' verdict feature and the simulated decision stop there, as inference does."""
+    from services.recall_api.settings import RecallApiSettings
+
+    return RecallApiSettings().l0_default_max_entries
 
 
 @dataclass(frozen=True)
@@ -163,7 +172,7 @@ def train_turn(raw: RawTurn, tokenise: Callable[[str], list[str]], rules: L0Poli
     """The turn's labelled features (the same `l0_scene` inference reads) and its simulated decision."""
     from services.recall_api.l0.select import candidate_sessions, l0_scene
 
-    scene = l0_scene(raw.ranked, raw.parts, raw.text, tokenise, rules, limit=MAX_ENTRIES)
+    scene = l0_scene(raw.ranked, raw.parts, raw.text, tokenise, rules, limit=max_entries())
     labels = tuple(int(bool(candidate_sessions(r.candidate) & raw.evidence)) for r in raw.ranked)
     features = tuple(scene.features(i, mismatch=scene.mismatch(i)) for i in range(len(raw.ranked)))
     return TrainTurn(raw.group, raw.answerable, labels, features, _chooser(scene, raw.parts, raw.text, rules))
@@ -173,7 +182,7 @@ def _chooser(
     scene: Scene, parts: Mapping[str, ScoreParts], text: str, rules: L0Policy
 ) -> Callable[[DecisionModel | None], list[int]]:
     """What L0 would inject for the turn under a model (None: the hand rules), as ranked indexes; the
-    entry limit applies, the token budget (300 tokens for 3 short items) is not simulated."""
+    entry limit applies, the token budget (300 tokens, roomy for a few short items) is not simulated."""
     from dataclasses import replace
 
     from services.recall_api.l0.select import select_injection
@@ -182,7 +191,7 @@ def _chooser(
 
     def choose(model: DecisionModel | None) -> list[int]:
         policy = rules if model is None else replace(rules, model=model)
-        selection = select_injection(scene.ranked, parts, text, scene.tokenise, policy, limit=MAX_ENTRIES)
+        selection = select_injection(scene.ranked, parts, text, scene.tokenise, policy, limit=max_entries())
         return [position[r.candidate.id] for r in selection.chosen]
 
     return choose
