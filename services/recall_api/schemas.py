@@ -43,7 +43,9 @@ class AutoRecallRequest(_Body):
     recent_messages: list[ChatTurn] = Field(
         default_factory=list, max_length=100, description="Earlier turns of this conversation, oldest first."
     )
-    max_entries: int | None = Field(default=None, ge=1, le=20, description="Most entries injected (default 3).")
+    max_entries: int | None = Field(
+        default=None, ge=1, le=20, description="Most entries injected (default 2, TIERMEM_L0_DEFAULT_MAX_ENTRIES)."
+    )
     token_budget: int | None = Field(default=None, ge=1, le=8000, description="Most tokens of the section (300).")
     metadata: dict[MetadataKey, MetadataValue] = Field(
         default_factory=dict,
