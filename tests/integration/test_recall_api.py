@@ -400,6 +400,21 @@ async def test_expired_episodes_and_other_agents_episodes_are_not_returned(stack
     assert expired not in [item["id"] for item in search.json()["items"]]
 
 
+async def test_l0_injects_two_items_unless_the_turn_asks_for_more(stack: RecallStack) -> None:
+    """Three sessions match the message alike; L0 injects the best two by default (a third was seldom
+    from a session holding the answer), and all three when the turn asks for them."""
+    sessions = {
+        await stack.episode(ALICE, "s-retro", "The DGIA kickoff retro is planned for Friday."),
+        await stack.episode(ALICE, "s-budget", "The DGIA kickoff budget was approved."),
+        await stack.episode(ALICE, "s-venue", "The DGIA kickoff venue moved to Busan."),
+    }
+    asked = await auto(stack.http, "DGIA kickoff", max_entries=3)
+    assert {item["id"] for item in asked["items"]} == sessions, asked
+    default = await auto(stack.http, "DGIA kickoff")
+    assert default["injected"] == 2, default
+    assert [item["id"] for item in default["items"]] == [item["id"] for item in asked["items"]][:2]
+
+
 async def test_group_channel_never_sees_private_memories(stack: RecallStack) -> None:
     ids = await seed_scenario(stack)
     salary_fact = await stack.fact(ALICE, "The user's salary target is 95k.", "salary_target", "95k", channel="private")
