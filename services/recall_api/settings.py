@@ -37,10 +37,11 @@ class RecallApiSettings(TierMemSettings):
         description="L0 waits this long (from the request's start) for the query embedding, then answers from "
         "keyword search alone, flagged degraded (services/recall_api/l0/deadline.py).",
     )
-    # The model does not replace the rules by default: on its training data it cuts contamination and
-    # raises abstention but recalls less (the coefficients file records both; issue 50's note).
+    # The model weighs the rules' own verdict with the signals they cut on alone, so it can keep what one
+    # hard cut would drop and drop what every cut lets through: L0 acts unasked, and a wrong item costs the
+    # turn more than a missing one.
     l0_decision: Literal["model", "rules"] = Field(
-        default="rules",
+        default="model",
         description=(
             "How L0 decides what to inject: rules, the hand rules below (relative margin, dense and keyword "
             "floors, subject and detail checks); model, a logistic model over the candidate's scores, wording "

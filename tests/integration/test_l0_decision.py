@@ -1,25 +1,19 @@
 """L0's calibrated decision (services/recall_api/l0/decision.py) on the way people ask: questions about
 three stored sessions, worded as users word them, inject their session; a question whose topic is
 stored but whose detail was never said injects nothing, and the answer says why (`skipped_reason`, a
-reason per cut candidate). The model is `TIERMEM_L0_DECISION=model`; the hand rules are the default.
+reason per cut candidate). The model is the default; the hand rules decide with `TIERMEM_L0_DECISION=rules`.
 Against the real stack: nats-server, FalkorDB, Qdrant Edge, the e5 model, the app over ASGI."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from services.common.gateways.embedding_local import LocalE5Embedder
-from services.common.gateways.keywords import KeywordEncoder
-from services.common.runtime.settings import NatsSettings
-from tests.fixtures.falkordb import FalkorDBGraph
-from tests.integration.test_recall_api import ALICE, RecallStack, auto, build_stack, days_ago, embedder, keywords, stack
+from tests.integration.test_recall_api import ALICE, RecallStack, auto, days_ago, embedder, keywords, rules_stack, stack
 
 pytestmark = pytest.mark.integration
-__all__ = ["embedder", "keywords", "stack"]  # fixtures shared with test_recall_api
+__all__ = ["embedder", "keywords", "rules_stack", "stack"]  # fixtures shared with test_recall_api
 
 SESSIONS = {
     "atlas": (
@@ -70,22 +64,10 @@ async def seed(stack: RecallStack) -> dict[str, str]:
     }
 
 
-@pytest.fixture
-async def model_stack(
-    tmp_path: Path,
-    nats_settings: NatsSettings,
-    falkordb_graph: FalkorDBGraph,
-    embedder: LocalE5Embedder,
-    keywords: KeywordEncoder,
-) -> AsyncIterator[RecallStack]:
-    async with build_stack(tmp_path, nats_settings, falkordb_graph, embedder, keywords, l0_decision="model") as running:
-        yield running
-
-
 async def test_product_questions_inject_their_session_and_a_missing_detail_abstains_with_a_reason(
-    model_stack: RecallStack,
+    stack: RecallStack,
 ) -> None:
-    stack = model_stack
+    assert stack.settings.l0_decision == "model", "the default decides"
     ids = await seed(stack)
     for question, expected in ANSWERABLE:
         result = await auto(stack.http, question)
@@ -107,9 +89,10 @@ async def test_product_questions_inject_their_session_and_a_missing_detail_absta
             assert all(cut["reason"] for cut in result["cut"]), result
 
 
-async def test_the_rules_decide_by_default(stack: RecallStack) -> None:
-    assert stack.settings.l0_decision == "rules"
+async def test_the_rules_decide_when_asked(rules_stack: RecallStack) -> None:
+    stack = rules_stack
     await seed(stack)
     cut = await auto(stack.http, "which cloud region did we pick for the Atlas servers?")
     # The rules' own sentences, never the model's.
+    assert cut["cut"], cut
     assert not any("confidence bar" in c["reason"] for c in cut["cut"]), cut

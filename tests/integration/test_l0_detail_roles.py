@@ -34,9 +34,10 @@ async def test_the_answer_kind_and_the_action_are_not_asked_of_a_memory(served: 
     allergy = await auto(served.http, "what can't Bori eat again?")
     assert bori in [item["id"] for item in allergy["items"]], allergy
 
-    # A noun the question asks about and the trip never names: still cut, and why.
+    # A noun the question asks about and the trip never names: still cut, and why (the detail check's
+    # sentence, after the decision model's own when the model decides).
     hotel = await auto(served.http, "what is the hotel address in Lisbon?")
     assert lisbon not in [item["id"] for item in hotel["items"]], hotel
-    assert {cut["id"]: cut["reason"] for cut in hotel["cut"]}[lisbon] == (
+    assert {cut["id"]: cut["reason"] for cut in hotel["cut"]}[lisbon].endswith(
         "knows the topic, not the detail asked (address, hotel)"
-    )
+    ), hotel

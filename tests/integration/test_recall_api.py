@@ -244,6 +244,21 @@ async def stack(
         yield running
 
 
+@pytest.fixture
+async def rules_stack(
+    tmp_path: Path,
+    nats_settings: NatsSettings,
+    falkordb_graph: FalkorDBGraph,
+    embedder: LocalE5Embedder,
+    keywords: KeywordEncoder,
+) -> AsyncIterator[RecallStack]:
+    """The stack with L0's hand rules deciding (`TIERMEM_L0_DECISION=rules`). They pass every item as
+    close to the top as the others, so a test of the entry limit or the token budget, which cap either
+    decision, sees the cap decide, not the model's bar."""
+    async with build_stack(tmp_path, nats_settings, falkordb_graph, embedder, keywords, l0_decision="rules") as running:
+        yield running
+
+
 async def auto(http: httpx.AsyncClient, message: str, **body: Any) -> dict[str, Any]:
     body.setdefault("user_id", "alice")
     response = await http.post("/v1/recall/auto", json={"message": message, **body})
@@ -400,9 +415,10 @@ async def test_expired_episodes_and_other_agents_episodes_are_not_returned(stack
     assert expired not in [item["id"] for item in search.json()["items"]]
 
 
-async def test_l0_injects_two_items_unless_the_turn_asks_for_more(stack: RecallStack) -> None:
+async def test_l0_injects_two_items_unless_the_turn_asks_for_more(rules_stack: RecallStack) -> None:
     """Three sessions match the message alike; L0 injects the best two by default (a third was seldom
     from a session holding the answer), and all three when the turn asks for them."""
+    stack = rules_stack
     sessions = {
         await stack.episode(ALICE, "s-retro", "The DGIA kickoff retro is planned for Friday."),
         await stack.episode(ALICE, "s-budget", "The DGIA kickoff budget was approved."),
@@ -482,7 +498,8 @@ async def test_narrowest_scope_wins_a_conflict(stack: RecallStack) -> None:
     assert [item["id"] for item in facts["items"]] == [personal]
 
 
-async def test_the_token_budget_is_never_exceeded(stack: RecallStack) -> None:
+async def test_the_token_budget_is_never_exceeded(rules_stack: RecallStack) -> None:
+    stack = rules_stack
     # Other memories around, so that "DGIA" is a distinctive term (as it is in a real memory).
     await seed_scenario(stack)
     for index, filler in enumerate(

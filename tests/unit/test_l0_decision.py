@@ -119,6 +119,25 @@ def test_a_cut_names_its_probability_the_bar_and_what_pulled_it_down() -> None:
     assert gap.cut_reason(y, gap.probability(y)).endswith(": well below the best match")
 
 
+def test_a_cut_says_why_the_hand_rules_leave_it_out_too() -> None:
+    """The rules' verdict is one input; their own sentence says more than "the hand rules leave it out"."""
+    value = "knows the topic, states no clock time for it"
+    only_rules = one_feature_model("rules_chosen", 4.0, threshold=0.45)
+    mean = tuple(0.5 if name == "rules_chosen" else 0.0 for name in FEATURES)
+    ruled = DecisionModel(FEATURES, mean, only_rules.scale, only_rules.weights, 0.0, 0.45)
+    x = [0.0] * len(FEATURES)  # the rules leave it out: the only feature, and it pulls p down
+    p = ruled.probability(x)
+    assert ruled.cut_reason(x, p) == f"below the confidence bar (p={p:.2f} < 0.45): the hand rules leave it out"
+    assert ruled.cut_reason(x, p, rules=value) == f"below the confidence bar (p={p:.2f} < 0.45): {value}"
+    # Another feature weighed more: it comes first, the rules' reason after it.
+    gap = one_feature_model("gap_to_top", -10.0, threshold=0.45)
+    y = [0.0] * len(FEATURES)
+    y[feature_index("gap_to_top")] = 0.2
+    assert gap.cut_reason(y, gap.probability(y), rules=value).endswith(
+        f": well below the best match; the hand rules: {value}"
+    )
+
+
 def test_coefficients_for_other_features_are_refused() -> None:
     data = read_coefficients()
     with pytest.raises(ValueError, match="name features"):

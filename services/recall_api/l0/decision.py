@@ -187,18 +187,23 @@ class DecisionModel:
     def passes(self, p: float) -> bool:
         return p >= self.threshold
 
-    def cut_reason(self, x: Sequence[float], p: float, *, person: str | None = None) -> str:
+    def cut_reason(self, x: Sequence[float], p: float, *, person: str | None = None, rules: str | None = None) -> str:
         """The sentence for a candidate below the bar: its p, the bar, and the feature that pulled it
-        down most."""
+        down most. `rules`: why the hand rules, one of the model's inputs, leave it out too; a reader
+        learns more from "states no clock time for it" than from "the hand rules leave it out", so it
+        takes that phrase's place, or follows the feature that weighed more."""
         terms = self.contributions(x)
         weakest = min(range(len(terms)), key=terms.__getitem__)
         if terms[weakest] >= 0:
             why = "no signal strong enough"  # nothing counted against it: it is the bar itself
         elif self.features[weakest] == "subject_mismatch" and person:
             why = f"about someone other than {person}"
+        elif self.features[weakest] == "rules_chosen" and rules:
+            why, rules = rules, None
         else:
             why = _PULLED_DOWN_BY[self.features[weakest]]
-        return f"below the confidence bar (p={p:.2f} < {self.threshold:.2f}): {why}"
+        also = f"; the hand rules: {rules}" if rules and rules != why else ""
+        return f"below the confidence bar (p={p:.2f} < {self.threshold:.2f}): {why}{also}"
 
     def with_threshold(self, threshold: float) -> DecisionModel:
         return DecisionModel(self.features, self.mean, self.scale, self.weights, self.intercept, threshold)

@@ -9,7 +9,7 @@ detail check (`detail`: nothing that knows the topic but not the asked detail). 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence, Set
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from services.common.gateways.keywords import surface_terms
 from services.recall_api.l0.answer_value import AskedValue, asked_value, states_no_value
@@ -21,6 +21,8 @@ from services.recall_api.retrieval.candidates import ScoreParts
 from services.recall_api.retrieval.ranking import Candidate, Ranked
 
 Tokenise = Callable[[str], list[str]]
+
+GATED = "gated (far from the top, no agreement, or its session already injected)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +117,7 @@ def select_injection(
         return _select_by_model(ranked, parts, query, tokenise, policy, policy.model, limit)
     kept = [ranked[i] for i in gate([_gate_item(r, parts) for r in ranked], policy.gate)]
     kept_ids = {r.candidate.id for r in kept}
-    gated = "gated (far from the top, no agreement, or its session already injected)"
-    dropped = {r.candidate.id: gated for r in ranked if r.candidate.id not in kept_ids}
+    dropped = {r.candidate.id: GATED for r in ranked if r.candidate.id not in kept_ids}
     if not kept:
         return Selection(kept, dropped)
     speakers = known_speakers(evidence_text(r.candidate) for r in ranked)
@@ -165,6 +166,7 @@ class Scene:
     subject: SubjectCheck | None
     tokenise: Tokenise
     rules_chosen: frozenset[str] = frozenset()  # ids the hand rules inject (their verdict is one feature)
+    rules_dropped: Mapping[str, str] = field(default_factory=dict)  # id → why the hand rules leave it out
 
     def mismatch(self, index: int) -> bool:
         """The candidate's evidence is another known speaker's (tokenises its text: Kiwi for Korean)."""
@@ -200,7 +202,7 @@ def l0_scene(
     context = query_context(surface_terms(query), asks_for_value(query), items)
     by_rules = select_injection(ranked, parts, query, tokenise, replace(rules, model=None), limit=limit)
     chosen = frozenset(r.candidate.id for r in by_rules.chosen)
-    return Scene(ranked, items, texts, context, subject, tokenise, chosen)
+    return Scene(ranked, items, texts, context, subject, tokenise, chosen, by_rules.dropped)
 
 
 def _model_verdict(scene: Scene, index: int, model: DecisionModel) -> str | None:
@@ -216,7 +218,10 @@ def _model_verdict(scene: Scene, index: int, model: DecisionModel) -> str | None
     p = model.probability(x)
     if model.passes(p):
         return None
-    return model.cut_reason(x, p, person=scene.subject.person if scene.subject is not None else None)
+    # The gate's sentence names three causes without saying which: the model's own feature says more.
+    rules = scene.rules_dropped.get(scene.ranked[index].candidate.id)
+    person = scene.subject.person if scene.subject is not None else None
+    return model.cut_reason(x, p, person=person, rules=rules if rules != GATED else None)
 
 
 def _select_by_model(
