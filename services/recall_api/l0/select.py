@@ -1,10 +1,11 @@
 """What L0 injects, pure. With a decision model (`decision`, the default): each ranked candidate
 passes when the model's p reaches its bar, then the structural rules of the gate (one item per
-session, facts first, a tentative fact only with its session) and the redundancy check (nothing that
-repeats an item already chosen). Without one (`TIERMEM_L0_DECISION=rules`): the gate's hand rules
-(agreement, distance from the top), the subject check (`subject`: nothing about someone else) and the
-detail check (`detail`: nothing that knows the topic but not the asked detail). The one place
-`AutoRecall` and the memory browser's L0 explanation decide it."""
+session, facts first, a tentative fact only with its session), the value check (nothing silent on the
+number, time or date asked) and the redundancy check (nothing that repeats an item already chosen);
+the hand rules' verdict is one of the model's inputs. Without one (`TIERMEM_L0_DECISION=rules`): the
+gate's hand rules (agreement, distance from the top), the subject check (`subject`: nothing about
+someone else) and the detail check (`detail`: nothing that knows the topic but not the asked detail).
+The one place `AutoRecall` and the memory browser's L0 explanation decide it."""
 
 from __future__ import annotations
 
