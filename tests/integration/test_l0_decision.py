@@ -10,10 +10,10 @@ import re
 
 import pytest
 
-from tests.integration.test_recall_api import ALICE, RecallStack, auto, days_ago, embedder, keywords, rules_stack, stack
+from tests.integration.test_recall_api import ALICE, RecallStack, auto, days_ago, embedder, keywords, stack
 
 pytestmark = pytest.mark.integration
-__all__ = ["embedder", "keywords", "rules_stack", "stack"]  # fixtures shared with test_recall_api
+__all__ = ["embedder", "keywords", "stack"]  # fixtures shared with test_recall_api
 
 SESSIONS = {
     "atlas": (
@@ -89,8 +89,8 @@ async def test_product_questions_inject_their_session_and_a_missing_detail_absta
             assert all(cut["reason"] for cut in result["cut"]), result
 
 
-async def test_the_rules_decide_when_asked(rules_stack: RecallStack) -> None:
-    stack = rules_stack
+@pytest.mark.recall_settings(l0_decision="rules")
+async def test_the_rules_decide_when_asked(stack: RecallStack) -> None:
     await seed(stack)
     cut = await auto(stack.http, "which cloud region did we pick for the Atlas servers?")
     # The rules' own sentences, never the model's.

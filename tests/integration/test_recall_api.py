@@ -234,29 +234,24 @@ async def build_stack(
 
 @pytest.fixture
 async def stack(
+    request: pytest.FixtureRequest,
     tmp_path: Path,
     nats_settings: NatsSettings,
     falkordb_graph: FalkorDBGraph,
     embedder: LocalE5Embedder,
     keywords: KeywordEncoder,
 ) -> AsyncIterator[RecallStack]:
-    async with build_stack(tmp_path, nats_settings, falkordb_graph, embedder, keywords) as running:
+    """The stack, with the settings a test's `recall_settings` mark names (`@pytest.mark.recall_settings(
+    l0_decision="rules")`)."""
+    marker = request.node.get_closest_marker("recall_settings")
+    overrides = marker.kwargs if marker is not None else {}
+    async with build_stack(tmp_path, nats_settings, falkordb_graph, embedder, keywords, **overrides) as running:
         yield running
 
 
-@pytest.fixture
-async def rules_stack(
-    tmp_path: Path,
-    nats_settings: NatsSettings,
-    falkordb_graph: FalkorDBGraph,
-    embedder: LocalE5Embedder,
-    keywords: KeywordEncoder,
-) -> AsyncIterator[RecallStack]:
-    """The stack with L0's hand rules deciding (`TIERMEM_L0_DECISION=rules`). They pass every item as
-    close to the top as the others, so a test of the entry limit or the token budget, which cap either
-    decision, sees the cap decide, not the model's bar."""
-    async with build_stack(tmp_path, nats_settings, falkordb_graph, embedder, keywords, l0_decision="rules") as running:
-        yield running
+# L0's hand rules pass every item as close to the top as the others, so a test of the entry limit or the
+# token budget, which cap either decision, sees the cap decide, not the decision model's bar.
+CAPS_DECIDE = pytest.mark.recall_settings(l0_decision="rules")
 
 
 async def auto(http: httpx.AsyncClient, message: str, **body: Any) -> dict[str, Any]:
@@ -415,10 +410,10 @@ async def test_expired_episodes_and_other_agents_episodes_are_not_returned(stack
     assert expired not in [item["id"] for item in search.json()["items"]]
 
 
-async def test_l0_injects_two_items_unless_the_turn_asks_for_more(rules_stack: RecallStack) -> None:
+@CAPS_DECIDE
+async def test_l0_injects_two_items_unless_the_turn_asks_for_more(stack: RecallStack) -> None:
     """Three sessions match the message alike; L0 injects the best two by default (a third was seldom
     from a session holding the answer), and all three when the turn asks for them."""
-    stack = rules_stack
     sessions = {
         await stack.episode(ALICE, "s-retro", "The DGIA kickoff retro is planned for Friday."),
         await stack.episode(ALICE, "s-budget", "The DGIA kickoff budget was approved."),
@@ -498,8 +493,8 @@ async def test_narrowest_scope_wins_a_conflict(stack: RecallStack) -> None:
     assert [item["id"] for item in facts["items"]] == [personal]
 
 
-async def test_the_token_budget_is_never_exceeded(rules_stack: RecallStack) -> None:
-    stack = rules_stack
+@CAPS_DECIDE
+async def test_the_token_budget_is_never_exceeded(stack: RecallStack) -> None:
     # Other memories around, so that "DGIA" is a distinctive term (as it is in a real memory).
     await seed_scenario(stack)
     for index, filler in enumerate(
