@@ -106,7 +106,9 @@ async def _consolidate(
     settings = ctx.settings
     aliases = speaker_aliases(attribute_speakers(event.messages)) if settings.speaker_aliases else {}
     shape = _chat_shape(event, language, settings, aliases)
-    chunks = chunk_passages(event.messages, max_chars=settings.passage_max_chars, shape=shape)
+    chunks = chunk_passages(
+        event.messages, max_chars=settings.passage_max_chars, shape=shape, turn_points=settings.passage_turn_points
+    )
     # The passages do not depend on the summary: embed them while the LLM writes it.
     embedding = asyncio.ensure_future(ctx.resources.embedder().embed_passages([c.text for c in chunks]))
     try:
@@ -157,7 +159,10 @@ async def _write_episode(
         metadata=dict(event.metadata),
         aliases=dict(aliases),
     )
-    passages = [episode.passage(p.index, p.text, first_turn=p.first_turn, last_turn=p.last_turn) for p in chunks]
+    passages = [
+        episode.passage(p.index, p.text, first_turn=p.first_turn, last_turn=p.last_turn, within=p.within)
+        for p in chunks
+    ]
     if not await guard.still_allowed():
         ctx.count("sessions_erased")  # the user was erased while the summary was being written
         return

@@ -5,6 +5,11 @@ A chat is read the way it is written (`ChatShape`): a speaker's burst of message
 relative time is dated against the message's own time (`domain/relative_time.py`), and the names
 people call each other appear beside the speaker's label once per passage ("Jonathan (Jonny): ..."),
 so a question using the nickname finds the passages where that person speaks.
+
+A passage of several turns also gives a turn point per turn (`turn_points`; a speaker's run of
+messages is one turn): the turn's own meaning vector, searched by L1 in place of the passage's when it
+is closer. A passage of ten exchanges embeds as their blend, so a question about one of them sits far
+from it; its closest turn does not.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ class Passage:
     text: str
     first_turn: int
     last_turn: int
+    within: int | None = None  # a turn point: the index of its passage
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,36 @@ def _groups(units: Sequence[_Unit], max_chars: int, overlap_turns: int, shape: C
     return groups
 
 
+def _speaker_runs(units: Sequence[_Unit]) -> list[list[_Unit]]:
+    """Consecutive whole turns of one speaker, together: a burst of short messages is one thought."""
+    runs: list[list[_Unit]] = []
+    for unit in units:
+        if runs and runs[-1][-1].speaker == unit.speaker:
+            runs[-1].append(unit)
+        else:
+            runs.append([unit])
+    return runs
+
+
+def _turn_points(groups: Sequence[Sequence[_Unit]], shape: ChatShape) -> list[Passage]:
+    """One point per speaker's run of whole turns in a passage of several runs, under that passage; a
+    turn carried over from the previous passage is pointed at once, in the passage it was first in."""
+    points: list[Passage] = []
+    for number, group in enumerate(groups):
+        carried = groups[number - 1] if number else ()
+        runs = _speaker_runs([unit for unit in group if unit.whole_turn])
+        if len(runs) < 2:
+            continue
+        for run in runs:
+            fresh = [unit for unit in run if unit not in carried]
+            if fresh:
+                text = _render(fresh, shape)
+                points.append(
+                    Passage(len(points), text, first_turn=fresh[0].first, last_turn=fresh[-1].last, within=number)
+                )
+    return points
+
+
 def chunk_passages(
     messages: Sequence[Message],
     *,
@@ -161,11 +197,13 @@ def chunk_passages(
     overlap_turns: int = 1,
     language: str = "en",
     shape: ChatShape | None = None,
+    turn_points: bool = False,
 ) -> list[Passage]:
     """Group consecutive turns ("speaker: content", one per line) into passages of at most `max_chars`
     code points, repeating the last `overlap_turns` whole turns of a passage at the start of the next
     when they fit. A turn longer than `max_chars` is split on cluster boundaries into its own passages.
-    System turns and empty turns are left out. `shape` says how the chat is read (see `ChatShape`)."""
+    System turns and empty turns are left out. `shape` says how the chat is read (see `ChatShape`).
+    With `turn_points`, the turn points of the passages (`within` set) follow them."""
     shape = shape or ChatShape()
     # A turn split into pieces fills a passage: leave room for the header line.
     room = max_chars - (len(shape.header) + 1 if shape.header else 0)
@@ -174,7 +212,8 @@ def chunk_passages(
     attributed = _dated(attribute_speakers(messages), shape.dates_from)
     turns = merge_bursts(attributed, max_gap=shape.burst_gap, max_chars=max(room - _LABEL_ALLOWANCE, 20))
     groups = _groups(_units(turns, room, language), max_chars, overlap_turns, shape)
-    return [
+    passages = [
         Passage(index=i, text=_render(group, shape), first_turn=group[0].first, last_turn=group[-1].last)
         for i, group in enumerate(groups)
     ]
+    return [*passages, *_turn_points(groups, shape)] if turn_points else passages

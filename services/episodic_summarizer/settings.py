@@ -24,6 +24,13 @@ class EpisodicSummarizerSettings(TierMemSettings):
         description="A silence longer than this between two turns (both with a time) starts a new passage. 0: off.",
     )
     passage_max_turns: int = Field(default=0, ge=0, description="Most turns in one passage. 0: no cap.")
+    # Embeds each turn of a passage once more (short texts: about the passages' own cost again); L1
+    # then meets a question about one message of a long burst of them. See docs/evaluation.md.
+    passage_turn_points: bool = Field(
+        default=True,
+        description="Also store each turn of a passage of several (a speaker's run of messages is one) as "
+        "a point of its own meaning, which L1 counts for its passage when it is the closer match.",
+    )
     passage_date_header: bool = Field(
         default=False, description="Start every passage with a line giving the session's date ('8 May 2023')."
     )

@@ -106,6 +106,13 @@ class RecallApiSettings(TierMemSettings):
     # removes what shares neither words nor meaning with the query. At 0.25 it cut the list short of
     # `limit` for ~7% of LoCoMo questions whose evidence sat at 0.15-0.25 (recall@5 0.931 vs 0.957 at
     # 0.15); the "nothing relevant" decision belongs to L0's gate and subject check, which inject unasked.
+    # A passage of many short messages embeds as their blend; its turn points (written by the
+    # summarizer, TIERMEM_PASSAGE_TURN_POINTS) let a question about one of them meet it. L0 leaves
+    # them out: its decision was calibrated on passage scores alone.
+    l1_passage_turns: bool = Field(
+        default=True,
+        description="L1 counts a passage as close as its closest turn point (stored by the summarizer).",
+    )
     l1_min_score: float = Field(
         default=0.15, ge=0, le=1, description="L1 drops hits under this fused relevance (an empty answer is honest)."
     )

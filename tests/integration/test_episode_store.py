@@ -26,8 +26,16 @@ from services.common.stores.episodes import (
     episode_id_for,
     passage_id_for,
 )
+from services.common.stores.passage_points import WITHOUT_TURN_POINTS
 from services.common.stores.vector.edge import EdgeVectorIndex
-from services.common.stores.vector.port import EPISODES, PASSAGES, HybridWeights, VectorIndex, VectorRecord
+from services.common.stores.vector.port import (
+    EPISODES,
+    PASSAGES,
+    HybridWeights,
+    SearchFilter,
+    VectorIndex,
+    VectorRecord,
+)
 from services.common.stores.vector.qdrant_server import QdrantServerVectorIndex
 
 pytestmark = [
@@ -197,6 +205,60 @@ async def test_round_trip(
     assert hit.episode == stored and 0 <= hit.score <= 1
     passage_hits = await store.search_passages(ALICE, dense=dense, sparse=sparse, weights=WEIGHTS, limit=1)
     assert [h.passage for h in passage_hits] == [passages[2]]
+
+
+# A passage of eight turns, one of them about the puppy: as a whole it is about work.
+LONG_TURNS = [
+    "Maria: hey how was your week",
+    "Jonathan: busy, the team offsite ran long and we planned the Q3 roadmap",
+    "Maria: ugh the roadmap again, did finance sign off on the budget",
+    "Jonathan: not yet, they want the vendor quotes first",
+    "Maria: ok I'll chase the vendors on Monday",
+    "Jonathan: thanks! oh and Sam named the new puppy Biscuit",
+    "Maria: cute, is the printer on floor 3 still broken",
+    "Jonathan: yes IT says next week",
+]
+LONG_PASSAGE = "\n".join(LONG_TURNS)
+
+
+async def test_turn_points_count_for_their_passage_in_l1_only(
+    store: EpisodeStore, index: VectorIndex, embedder: LocalE5Embedder, keywords: KeywordEncoder
+) -> None:
+    episode = billing_episode()
+    passage = episode.passage(0, LONG_PASSAGE, first_turn=0, last_turn=7)
+    points = [episode.passage(n, text, first_turn=n, last_turn=n, within=0) for n, text in enumerate(LONG_TURNS)]
+    stored = await store.write(ALICE, episode, [passage, *points])
+    assert stored.passage_count == 1
+    assert await store.passages(ALICE, episode.episode_id) == [passage]  # turn points are not passages
+    assert await index.count(PASSAGES, ALICE) == 9
+    raw_point = (await index.get(PASSAGES, ALICE, [points[5].passage_id]))[0].payload
+    assert (raw_point["kind"], raw_point["within"], raw_point["text"]) == ("turn", 0, LONG_TURNS[5])
+
+    query = "what did Sam call the puppy?"
+    dense = await embedder.embed_query(query)
+    sparse = keywords.encode_query(query)
+    alone = await store.search_passages(
+        ALICE,
+        dense=dense,
+        sparse=sparse,
+        weights=WEIGHTS,
+        limit=10,
+        search_filter=SearchFilter(exclude=WITHOUT_TURN_POINTS),
+    )
+    folded = await store.search_passages(ALICE, dense=dense, sparse=sparse, weights=WEIGHTS, limit=10)
+    # One hit either way, naming the passage; its closest turn makes it closer in meaning, its words are its own.
+    assert [h.passage for h in alone] == [h.passage for h in folded] == [passage]
+    assert folded[0].dense_score is not None and alone[0].dense_score is not None
+    assert folded[0].dense_score > alone[0].dense_score
+    assert folded[0].keyword_score == pytest.approx(alone[0].keyword_score)
+    assert folded[0].score > alone[0].score
+    # Keywords alone: turn points carry none, so nothing changes.
+    no_dense = await store.search_passages(ALICE, dense=None, sparse=sparse, weights=WEIGHTS, limit=10)
+    assert [(h.passage, h.score) for h in no_dense] == [(passage, pytest.approx(no_dense[0].score))]
+
+    # A forgotten episode takes its turn points with it.
+    assert await store.delete(ALICE, [episode.episode_id]) == DeletedEpisodes(episodes=1, passages=9)
+    assert await index.count(PASSAGES, ALICE) == 0
 
 
 async def test_replay_keeps_recall_counts_and_changes_nothing_else(store: EpisodeStore, index: VectorIndex) -> None:

@@ -29,6 +29,7 @@ from services.common.stores.vector.port import (
     HybridWeights,
     ScoredRecord,
     SearchFilter,
+    SparseVector,
     VectorIndex,
     VectorRecord,
 )
@@ -259,6 +260,12 @@ FILTER_CASES = [
     (SearchFilter(match={"kind": ["decision", "episode"], "lang": "ko"}), {"onbiseo", "seoul", "spicy", "dentist"}),
     (SearchFilter(match={"priority": 2}), {"database"}),
     (SearchFilter(match={"pinned": True}), {"peanuts"}),
+    # Points without the excluded key are kept: only peanuts is pinned.
+    (
+        SearchFilter(exclude={"pinned": True}),
+        {"zorblax", "database", "planning", "onbiseo", "seoul", "spicy", "dentist"},
+    ),
+    (SearchFilter(match={"lang": "ko"}, exclude={"kind": "decision"}), {"seoul", "spicy", "dentist"}),
     (SearchFilter(ids=[point_id(ALICE, "seoul"), point_id(ALICE, "spicy")]), {"seoul", "spicy"}),
     (SearchFilter(ids=[]), set()),
     (SearchFilter(agent_id="assistant", channels=["kakao"], match={"kind": "episode"}), {"seoul", "dentist"}),
@@ -276,6 +283,30 @@ async def test_upsert_is_idempotent_and_replaces(index: VectorIndex, corpus: Cor
     assert await index.count(EPISODES, ALICE) == len(CORPUS)
     (stored,) = await index.get(EPISODES, ALICE, [record.id])
     assert stored.payload["kind"] == "fact"
+
+
+async def test_points_without_keywords_leave_every_keyword_score_as_it_was(index: VectorIndex, corpus: Corpus) -> None:
+    """The engines' IDF counts points with keywords only; the keyword calibration must count the same,
+    or every point of meaning alone (a turn point) would weaken all keyword scores."""
+    before = await corpus.query(index, ALICE, "PostgreSQL billing", weights=HybridWeights(keyword=1.0, dense=0.0))
+    assert before and before[0][0] == "database"
+    wordless = [
+        VectorRecord(
+            id=point_id(ALICE, f"meaning-{n}"),
+            dense=corpus.dense["planning"],
+            sparse=SparseVector([], []),
+            payload={"key": f"meaning-{n}", "kind": "turn"},
+        )
+        for n in range(30)
+    ]
+    await index.upsert(EPISODES, ALICE, wordless)
+    after = await corpus.query(index, ALICE, "PostgreSQL billing", weights=HybridWeights(keyword=1.0, dense=0.0))
+    assert [key for key, _ in after] == [key for key, _ in before]
+    assert [score for _, score in after] == pytest.approx([score for _, score in before])
+    # They are searched by meaning like any point (they carry the planning note's vector).
+    found = await corpus.query(index, ALICE, "meeting moved to Thursday", weights=HybridWeights(keyword=0.0, dense=1.0))
+    assert {key for key, _ in found} <= {"planning", *(record.payload["key"] for record in wordless)}
+    assert any(key.startswith("meaning-") for key, _ in found)
 
 
 async def test_adapter_stamps_the_owner_and_rejects_a_disagreeing_one(index: VectorIndex, corpus: Corpus) -> None:

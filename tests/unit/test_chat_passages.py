@@ -104,3 +104,42 @@ def test_the_summary_prompt_writes_a_burst_as_one_numbered_line() -> None:
     assert "[1-2] Maria (user): hey Jonny! / how was the concert yesterday?" in prompt
     assert "[3-4] Jonathan (assistant): amazing / Sam loved it too" in prompt
     assert "[5] Maria (user): did you get the tickets" in prompt
+
+
+def test_every_turn_of_a_passage_of_several_is_a_point_once() -> None:
+    talk = [
+        msg("user" if n % 2 else "assistant", "Maria" if n % 2 else "Jo", f"message number {n} here") for n in range(9)
+    ]
+    found = chunk_passages(talk, max_chars=120, overlap_turns=1, turn_points=True)
+    passages = [p for p in found if p.within is None]
+    points = [p for p in found if p.within is not None]
+    assert passages == chunk_passages(talk, max_chars=120, overlap_turns=1)  # the passages are as before, first
+    assert found[: len(passages)] == passages and len(passages) >= 3
+    assert [p.index for p in points] == list(range(len(points)))
+    # Each message once, under the first passage that holds it (a turn carried over is not repeated).
+    assert [p.first_turn for p in points] == list(range(9))
+    for turn_point in points:
+        home = passages[turn_point.within or 0]
+        assert home.first_turn <= turn_point.first_turn <= home.last_turn
+        assert turn_point.text in home.text.splitlines()
+
+
+def test_a_passage_of_one_turn_or_of_pieces_of_one_gives_no_point() -> None:
+    assert chunk_passages([msg("user", "Maria", "just one message")], turn_points=True) == chunk_passages(
+        [msg("user", "Maria", "just one message")]
+    )
+    long_turn = [msg("user", "Maria", "word " * 60)]  # split into pieces: each fills its own passage
+    found = chunk_passages(long_turn, max_chars=100, overlap_turns=0, turn_points=True)
+    assert len(found) >= 3 and all(p.within is None for p in found)
+
+
+def test_a_speakers_run_of_messages_is_one_point() -> None:
+    found = chunk_passages(BURSTY[:4], turn_points=True)  # Maria twice, then Jonathan twice
+    points = [p for p in found if p.within is not None]
+    assert [p.text for p in points] == [
+        "Maria: hey Jonny!\nMaria: how was the concert yesterday?",
+        "Jonathan: amazing\nJonathan: Sam loved it too",
+    ]
+    assert [(p.first_turn, p.last_turn) for p in points] == [(0, 1), (2, 3)]
+    # One speaker alone: the passage is the run, and no point repeats it.
+    assert all(p.within is None for p in chunk_passages(BURSTY[:2], turn_points=True))

@@ -33,6 +33,11 @@ from services.common.domain.owner import Owner
 from services.common.gateways.embedder import Embedder
 from services.common.gateways.keywords import KeywordEncoder
 from services.common.stores.maintenance import PointText, owners_of, point_text, record_recalls
+from services.common.stores.passage_points import TURN_KIND, WITHOUT_TURN_POINTS, fold_turn_hits
+from services.common.stores.passage_points import Passage as Passage
+from services.common.stores.passage_points import PassageHit as PassageHit
+from services.common.stores.passage_points import passage_id_for as passage_id_for
+from services.common.stores.passage_points import turn_point_id_for as turn_point_id_for
 from services.common.stores.payload_fields import MalformedPoint, read_int, read_metadata, read_str, read_time
 
 # Pruning's view of a point lives beside it; named here too, where the pruner and tests import it.
@@ -60,11 +65,6 @@ _CHANNELS: tuple[str, ...] = get_args(Channel)
 def episode_id_for(owner: Owner, session_id: str) -> str:
     """The episode id of a session: uuid5 of tenant, user and session (a replay maps to the same point)."""
     return str(deterministic_uuid("episode", owner.tenant_id, owner.user_id, session_id))
-
-
-def passage_id_for(episode_id: str, index: int) -> str:
-    """The id of the episode's `index`-th passage."""
-    return str(deterministic_uuid("passage", episode_id, str(index)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,14 +119,16 @@ class Episode:
     def is_expired(self, now: datetime) -> bool:
         return self.expires_at is not None and self.expires_at < now
 
-    def passage(self, index: int, text: str, *, first_turn: int, last_turn: int) -> Passage:
-        """A passage of this episode; it carries the episode's context (filters apply to both)."""
+    def passage(self, index: int, text: str, *, first_turn: int, last_turn: int, within: int | None = None) -> Passage:
+        """A passage of this episode (a turn point of its passage `within`, when given); it carries
+        the episode's context (filters apply to both)."""
         return Passage(
             episode_id=self.episode_id,
             index=index,
             text=text,
             first_turn=first_turn,
             last_turn=last_turn,
+            within=within,
             session_id=self.session_id,
             agent_id=self.agent_id,
             occurred_at=self.occurred_at,
@@ -139,39 +141,8 @@ class Episode:
 
 
 @dataclass(frozen=True, slots=True)
-class Passage:
-    """A chunk of the raw session (turns `first_turn`..`last_turn`), searchable on its own."""
-
-    episode_id: str
-    index: int
-    text: str
-    first_turn: int
-    last_turn: int
-    session_id: str
-    agent_id: str
-    occurred_at: datetime
-    scope: Scope = "personal"
-    channel: Channel = "private"
-    expires_at: datetime | None = None
-    language: str = ""
-    metadata: Mapping[str, str] = field(default_factory=dict, hash=False)  # the episode's (filters apply to both)
-
-    @property
-    def passage_id(self) -> str:
-        return passage_id_for(self.episode_id, self.index)
-
-
-@dataclass(frozen=True, slots=True)
 class EpisodeHit:
     episode: Episode
-    score: float  # fused score in [0, 1]
-    dense_score: float | None = None  # the fused score's parts, for recall's agreement gate
-    keyword_score: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PassageHit:
-    passage: Passage
     score: float  # fused score in [0, 1]
     dense_score: float | None = None  # the fused score's parts, for recall's agreement gate
     keyword_score: float | None = None
@@ -253,11 +224,12 @@ def episode_payload(episode: Episode) -> dict[str, Any]:
 def _passage_payload(passage: Passage) -> dict[str, Any]:
     return {
         **_context_payload(passage),
-        "kind": "passage",
+        "kind": "passage" if passage.within is None else TURN_KIND,
         "index": passage.index,
         "text": passage.text,
         "first_turn": passage.first_turn,
         "last_turn": passage.last_turn,
+        **({} if passage.within is None else {"within": passage.within}),
     }
 
 
@@ -325,6 +297,7 @@ def _read_passage(point_id: str, payload: Mapping[str, Any]) -> Passage:
         text=read_str(payload, "text"),
         first_turn=index if first_turn is None else first_turn,
         last_turn=index if last_turn is None else last_turn,
+        within=read_int(payload, "within") if payload.get("kind") == TURN_KIND else None,
     )
 
 
@@ -387,7 +360,7 @@ class EpisodeStore:
             )
         if episode.stored_at_ts is None:
             episode = replace(episode, stored_at_ts=datetime.now(UTC).timestamp())
-        episode = replace(episode, passage_count=len(passages))
+        episode = replace(episode, passage_count=sum(1 for p in passages if p.within is None))
         texts = [episode.summary, *(p.text for p in passages)]
         if passage_vectors is None:
             vectors = await self._embedder.embed_passages(texts)
@@ -395,7 +368,11 @@ class EpisodeStore:
             raise ValueError(f"{len(passage_vectors)} passage vectors for {len(passages)} passages")
         else:
             vectors = [*await self._embedder.embed_passages(texts[:1]), *passage_vectors]
-        sparse: list[SparseVector] = await asyncio.to_thread(self._keywords.encode_documents, texts)
+        # A turn point adds meaning only: its words are its passage's, and counted there.
+        worded = [texts[0], *(p.text for p in passages if p.within is None)]
+        encoded = iter(await asyncio.to_thread(self._keywords.encode_documents, worded))
+        no_words = SparseVector([], [])
+        sparse = [next(encoded), *(next(encoded) if p.within is None else no_words for p in passages)]
         passage_records = [
             VectorRecord(id=p.passage_id, dense=dense, sparse=keyword_vector, payload=_passage_payload(p))
             for p, dense, keyword_vector in zip(passages, vectors[1:], sparse[1:], strict=True)
@@ -440,8 +417,10 @@ class EpisodeStore:
         return EpisodePage(episodes=episodes, next_id=next_id)
 
     async def passages(self, owner: Owner, episode_id: str) -> list[Passage]:
-        """The episode's passages in order."""
-        found = await self.scroll_passages(owner, SearchFilter(match={"episode_id": episode_id}), _SCAN_LIMIT)
+        """The episode's passages in order (not its turn points)."""
+        found = await self.scroll_passages(
+            owner, SearchFilter(match={"episode_id": episode_id}, exclude=WITHOUT_TURN_POINTS), _SCAN_LIMIT
+        )
         return sorted(found, key=lambda p: p.index)
 
     async def scroll_passages(
@@ -505,11 +484,12 @@ class EpisodeStore:
 
     async def finish_passage_search(self, prepared: PreparedHybrid, dense: Sequence[float] | None) -> list[PassageHit]:
         hits = await self._index.finish_hybrid(prepared, dense)
-        return [
+        found = [
             PassageHit(p, h.score, h.dense_score, h.keyword_score)
             for h in hits
             if (p := _passage_or_none(h.id, h.payload)) is not None
         ]
+        return fold_turn_hits(found, prepared.weights if dense is not None else None)
 
     async def delete(self, owner: Owner, episode_ids: Sequence[str]) -> DeletedEpisodes:
         """Delete episodes with their passages. Passages first, the episode last: a crash in between

@@ -17,6 +17,7 @@ from services.common.gateways.embedder import begin_query
 from services.common.runtime.resources import Resources
 from services.common.stores.episodes import EpisodeHit, EpisodeStore, PassageHit
 from services.common.stores.facts import FactHit, FactStore
+from services.common.stores.passage_points import WITHOUT_TURN_POINTS
 from services.common.stores.payload_fields import metadata_match
 from services.common.stores.vector.port import HybridWeights, PreparedHybrid, SearchFilter, SparseVector
 from services.recall_api.retrieval import ranking
@@ -87,6 +88,14 @@ class CandidateSearch:
     # How an episode's summary, passage and fact hits combine (session_evidence.py); the default, the
     # best hit's score, is what L0's gate reads its score parts against.
     evidence: EvidencePolicy = field(default_factory=EvidencePolicy)
+    # Whether a passage is as close as its closest turn (stores/passage_points.py). L1 only: L0's
+    # decision was calibrated on passage scores alone.
+    passage_turns: bool = False
+
+    def passage_filter(self, episode_search: SearchFilter) -> SearchFilter:
+        if self.passage_turns:
+            return episode_search
+        return dataclasses.replace(episode_search, exclude={**episode_search.exclude, **WITHOUT_TURN_POINTS})
 
     @property
     def fact_votes(self) -> bool:
@@ -172,7 +181,7 @@ class CandidateRetriever:
                     sparse=sparse,
                     weights=search.weights,
                     limit=search.fetch,
-                    search_filter=episode_search,
+                    search_filter=search.passage_filter(episode_search) if passages else episode_search,
                 )
         if "fact" in search.kinds:
             found["facts"] = await facts.prepare_search(
@@ -250,7 +259,7 @@ class CandidateRetriever:
                 sparse=query.sparse,
                 weights=search.weights,
                 limit=search.fetch,
-                search_filter=episode_search,
+                search_filter=search.passage_filter(episode_search),
             ),
         )
 

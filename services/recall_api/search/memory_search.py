@@ -91,6 +91,7 @@ class MemorySearch:
             now=now,
             metadata=request.metadata,
             evidence=self.evidence,
+            passage_turns=self.settings.l1_passage_turns,
         )
         candidates, top_score = await self.retriever.candidates(owner, query, search)
         windows = query_time_windows(request.query, now) if self.settings.l1_time_boost > 0 else []

@@ -15,13 +15,17 @@ import numpy as np
 
 from services.common.domain.owner import Owner
 from services.common.stores.vector.fusion import FusedHit, FusionConfig, fuse
-from services.common.stores.vector.port import HybridWeights, ScoredRecord, SearchFilter
+from services.common.stores.vector.port import HybridWeights, ScoredRecord, SearchFilter, SparseVector
 
 DENSE_VECTOR = "dense"
 SPARSE_VECTOR = "keywords"
 TENANT_FIELD = "tenant_id"
 USER_FIELD = "user_id"
 OWNER_FIELDS = (TENANT_FIELD, USER_FIELD)
+# Stamped on a point written without keywords (an empty sparse vector), and indexed: the engines' IDF
+# counts only points with keywords, so the keyword calibration's corpus (fusion.keyword_part) leaves
+# these out too; a point of meaning alone must not weaken every other point's keyword score.
+WORDLESS_FIELD = "_wordless"
 # Keyword payload indexes besides tenant_id (which is indexed as the tenant key).
 KEYWORD_INDEX_FIELDS = (USER_FIELD, "agent_id", "scope", "channel", "kind")
 # Numeric (epoch seconds) payload indexes for time filters and the pruner's sweeps.
@@ -42,9 +46,11 @@ MatchValue = str | int | bool
 
 @dataclass(slots=True)
 class Conditions:
-    """AND of: field == value, field ∈ values, lower <= field < upper, id ∈ ids."""
+    """AND of: field == value, field ∈ values, lower <= field < upper, id ∈ ids, and NOT field == value
+    for each of `excluded`."""
 
     equals: list[tuple[str, MatchValue]] = field(default_factory=list)
+    excluded: list[tuple[str, MatchValue]] = field(default_factory=list)
     any_of: list[tuple[str, list[str]]] = field(default_factory=list)
     ranges: list[tuple[str, float | None, float | None]] = field(default_factory=list)
     ids: list[str] | None = None
@@ -99,6 +105,13 @@ def owned_payload(owner: Owner, payload: Mapping[str, Any]) -> dict[str, Any]:
     return stamped
 
 
+def stamp_wordless(payload: dict[str, Any], sparse: SparseVector) -> dict[str, Any]:
+    """`payload` marked as a point without keywords when `sparse` is empty (`WORDLESS_FIELD`)."""
+    if not sparse.indices:
+        payload[WORDLESS_FIELD] = True
+    return payload
+
+
 def payload_update(owner: Owner, payload: Mapping[str, Any]) -> dict[str, Any]:
     """Payload for set_payload: owner keys may only restate the owner (points never change owner)."""
     _check_owner_keys(owner, payload)
@@ -129,6 +142,10 @@ def owner_conditions(owner: Owner, search_filter: SearchFilter | None = None) ->
             conditions.equals.append((key, value))
         else:
             conditions.any_of.append((key, _strings(f"match[{key!r}]", value)))
+    for key, value in search_filter.exclude.items():
+        if not isinstance(value, str | int | bool):
+            raise ValueError(f"exclude[{key!r}] must be one string, number or boolean, got {value!r}")
+        conditions.excluded.append((key, value))
     if search_filter.ids is not None:
         conditions.ids = point_ids(search_filter.ids)
     return conditions

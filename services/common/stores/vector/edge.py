@@ -61,11 +61,11 @@ from services.common.stores.vector.adapter_support import (
     SPARSE_VECTOR,
     TENANT_FIELD,
     USER_FIELD,
+    WORDLESS_FIELD,
     BranchHit,
     Conditions,
     check_collection_name,
     fuse_branches,
-    owned_payload,
     owner_conditions,
     payload_update,
     point_id,
@@ -74,6 +74,7 @@ from services.common.stores.vector.adapter_support import (
     search_weights,
 )
 from services.common.stores.vector.edge_filters import edge_filter, retrieve_payloads
+from services.common.stores.vector.edge_points import edge_point, worded_points
 from services.common.stores.vector.edge_search import BranchSearch
 from services.common.stores.vector.edge_window import DEFAULT_WINDOW_POINTS, RecentWindows
 from services.common.stores.vector.edge_window_rows import Shortlist, WindowVectors, WindowVectorsConfig
@@ -102,7 +103,8 @@ class _Collection:
     config: qe.EdgeConfig
     path: Path  # the directory of the current generation
     dense_dim: int
-    points: int  # point count: the IDF corpus size for keyword-score calibration
+    points: int  # point count
+    worded_points: int  # points with keywords: the IDF corpus size for keyword-score calibration
     indexed_points: int  # points covered by the last HNSW build
     pending_points: int  # points written since the last build
     # While a background build runs: the updates applied since its copy was taken, replayed into the
@@ -201,15 +203,17 @@ class EdgeVectorIndex:
             shard = qe.EdgeShard.create(str(path), config)
         self._ensure_payload_indexes(shard)
         info = shard.info()
-        # One dense + one sparse vector per point; the sparse index is always built, so dense
-        # vectors still waiting for HNSW = 2 × points − indexed vectors.
-        indexed = max(0, min(info.points_count, info.indexed_vectors_count - info.points_count))
+        worded = worded_points(shard, info.points_count)
+        # One dense vector per point and one sparse vector per point with keywords; the sparse index
+        # is always built, so dense vectors still waiting for HNSW = points − (indexed − worded).
+        indexed = max(0, min(info.points_count, info.indexed_vectors_count - worded))
         self._collections[collection] = _Collection(
             shard=shard,
             config=config,
             path=path,
             dense_dim=dense_dim,
             points=info.points_count,
+            worded_points=worded,
             indexed_points=indexed,
             pending_points=info.points_count - indexed,
         )
@@ -219,6 +223,7 @@ class EdgeVectorIndex:
         wanted: list[tuple[str, Any]] = [(TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True))]
         wanted += [(name, qe.PayloadSchemaType.Keyword) for name in KEYWORD_INDEX_FIELDS]
         wanted += [(name, qe.PayloadSchemaType.Float) for name in (*self._time_fields, edge_window.WINDOW_KEY_FIELD)]
+        wanted.append((WORDLESS_FIELD, qe.PayloadSchemaType.Bool))
         for name, schema in wanted:
             if name not in existing:
                 shard.update(qe.UpdateOperation.create_field_index(name, schema))
@@ -235,7 +240,7 @@ class EdgeVectorIndex:
     def _optimize(self, opened: _Collection) -> bool:
         changed = opened.shard.optimize()
         opened.shard.flush()
-        opened.points = opened.shard.info().points_count
+        _recount(opened)
         opened.indexed_points = opened.points
         opened.pending_points = opened.deleted_points = 0
         return changed
@@ -312,7 +317,7 @@ class EdgeVectorIndex:
                 opened.shard, opened.path, opened.journal = shard, built, None
                 opened.stamp = next(_STAMPS)
                 switched = True
-                opened.points = shard.info().points_count
+                _recount(opened)
         finally:
             if not switched:  # failed or cancelled before the switch: the old shard stays current
                 with contextlib.suppress(Exception):
@@ -364,7 +369,7 @@ class EdgeVectorIndex:
 
     async def upsert(self, collection: str, owner: Owner, records: Sequence[port.VectorRecord]) -> None:
         opened = self._collection(collection)
-        points = [self._point(opened, owner, record) for record in records]  # validate all before writing
+        points = [edge_point(owner, record, opened.dense_dim) for record in records]  # validate all before writing
         if not points:
             return
         owner_filter = edge_filter(owner_conditions(owner))
@@ -391,20 +396,6 @@ class EdgeVectorIndex:
                 self._start_build(collection, opened)
             else:
                 self._optimize(opened)
-
-    @staticmethod
-    def _point(opened: _Collection, owner: Owner, record: port.VectorRecord) -> qe.Point:
-        if len(record.dense) != opened.dense_dim:
-            raise ValueError(f"record {record.id}: dense has {len(record.dense)} dims, expected {opened.dense_dim}")
-        if len(record.sparse.indices) != len(record.sparse.values):
-            raise ValueError(f"record {record.id}: sparse indices and values differ in length")
-        dense = record.dense if isinstance(record.dense, np.ndarray) else list(record.dense)
-        vectors: dict[str, Any] = {
-            DENSE_VECTOR: dense,
-            SPARSE_VECTOR: qe.SparseVector(list(record.sparse.indices), list(record.sparse.values)),
-        }
-        payload = edge_window.stamp_window_key(owner, owned_payload(owner, record.payload))
-        return qe.Point(point_id(record.id), vectors, payload)
 
     async def set_payload(self, collection: str, owner: Owner, ids: Sequence[str], payload: Mapping[str, Any]) -> None:
         opened = self._collection(collection)
@@ -509,7 +500,7 @@ class EdgeVectorIndex:
             keyword_hits,
             query_vector,
             ran,
-            corpus_size=opened.points,
+            corpus_size=opened.worded_points,
             limit=prepared.limit,
             config=self._fusion,
         )
@@ -587,8 +578,9 @@ class EdgeVectorIndex:
 
 
 def _recount(opened: _Collection) -> None:
-    """After points were added or deleted: the collection's point count (the keyword IDF's corpus)."""
+    """After points were added or deleted: the collection's point count and the keyword IDF's corpus."""
     opened.points = opened.shard.info().points_count
+    opened.worded_points = worded_points(opened.shard, opened.points)
 
 
 def _apply(opened: _Collection, operation: qe.UpdateOperation) -> None:

@@ -36,7 +36,8 @@ def edge_filter(conditions: Conditions, *extra: qe.FieldCondition, shortlist: Co
     if conditions.ids is not None:
         must.append(qe.HasIdCondition(set(conditions.ids)))
     first: list[Any] = [qe.HasIdCondition(set(shortlist))] if shortlist else []
-    return qe.Filter(must=[*first, *must, *extra])
+    must_not: list[Any] = [qe.FieldCondition(key, match=match_value(value)) for key, value in conditions.excluded]
+    return qe.Filter(must=[*first, *must, *extra], must_not=must_not or None)
 
 
 def retrieve_payloads(shard: qe.EdgeShard, owner: Owner, ids: Sequence[str]) -> dict[str, dict[str, Any]]:

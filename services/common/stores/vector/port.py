@@ -48,7 +48,8 @@ class ScoredRecord:
 class SearchFilter:
     """Optional narrowing on top of the mandatory owner filter.
 
-    `match` holds exact matches on payload keys (a list value means "any of").
+    `match` holds exact matches on payload keys (a list value means "any of"); `exclude` leaves out the
+    points whose payload key holds that value (a point without the key is kept).
     Times compare against the payload field named by `time_field` (stored as epoch seconds).
     """
 
@@ -59,6 +60,7 @@ class SearchFilter:
     before: datetime | None = None
     time_field: str = "occurred_at_ts"
     match: Mapping[str, str | int | bool | Sequence[str]] = field(default_factory=dict)
+    exclude: Mapping[str, str | int | bool] = field(default_factory=dict)
     ids: Sequence[str] | None = None
 
 

@@ -27,6 +27,7 @@ from services.common.stores.vector.adapter_support import (
     SPARSE_VECTOR,
     TENANT_FIELD,
     USER_FIELD,
+    WORDLESS_FIELD,
     BranchHit,
     Conditions,
     check_collection_name,
@@ -38,6 +39,7 @@ from services.common.stores.vector.adapter_support import (
     point_ids,
     scored_records,
     search_weights,
+    stamp_wordless,
 )
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
 
@@ -94,6 +96,7 @@ class QdrantServerVectorIndex:
         ]
         wanted += [(name, models.PayloadSchemaType.KEYWORD) for name in KEYWORD_INDEX_FIELDS]
         wanted += [(name, models.PayloadSchemaType.FLOAT) for name in self._time_fields]
+        wanted.append((WORDLESS_FIELD, models.PayloadSchemaType.BOOL))
         for name, schema in wanted:
             if name not in existing:
                 await self._client.create_payload_index(collection, name, field_schema=schema, wait=True)
@@ -121,6 +124,9 @@ class QdrantServerVectorIndex:
         if cached is not None and now - cached[1] < self._corpus_size_ttl:
             return cached[0]
         points = (await self._client.count(collection, exact=False)).count
+        wordless = models.Filter(must=[models.FieldCondition(key=WORDLESS_FIELD, match=models.MatchValue(value=True))])
+        # The engine's IDF counts only points with keywords (adapter_support.WORDLESS_FIELD).
+        points -= (await self._client.count(collection, count_filter=wordless, exact=True)).count
         self._corpus_sizes[collection] = (points, now)
         return points
 
@@ -147,15 +153,15 @@ class QdrantServerVectorIndex:
         if len(record.sparse.indices) != len(record.sparse.values):
             raise ValueError(f"record {record.id}: sparse indices and values differ in length")
         dense = record.dense.tolist() if isinstance(record.dense, np.ndarray) else [float(x) for x in record.dense]
+        vector: dict[str, Any] = {DENSE_VECTOR: dense}
+        if record.sparse.indices:  # a point without keywords has no sparse vector: outside the IDF corpus
+            vector[SPARSE_VECTOR] = models.SparseVector(
+                indices=list(record.sparse.indices), values=list(record.sparse.values)
+            )
         return models.PointStruct(
             id=point_id(record.id),
-            vector={
-                DENSE_VECTOR: dense,
-                SPARSE_VECTOR: models.SparseVector(
-                    indices=list(record.sparse.indices), values=list(record.sparse.values)
-                ),
-            },
-            payload=owned_payload(owner, record.payload),
+            vector=vector,
+            payload=stamp_wordless(owned_payload(owner, record.payload), record.sparse),
         )
 
     async def set_payload(self, collection: str, owner: Owner, ids: Sequence[str], payload: Mapping[str, Any]) -> None:
@@ -351,4 +357,7 @@ def _server_filter(conditions: Conditions) -> models.Filter:
     ]
     if conditions.ids is not None:
         must.append(models.HasIdCondition(has_id=list(conditions.ids)))
-    return models.Filter(must=must)
+    must_not: list[models.Condition] = [
+        models.FieldCondition(key=key, match=models.MatchValue(value=value)) for key, value in conditions.excluded
+    ]
+    return models.Filter(must=must, must_not=must_not or None)
