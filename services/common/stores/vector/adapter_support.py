@@ -105,6 +105,13 @@ def owned_payload(owner: Owner, payload: Mapping[str, Any]) -> dict[str, Any]:
     return stamped
 
 
+def as_written(payload: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A stored payload as its writer gave it (plus the owner): without the adapters' own stamps."""
+    written = dict(payload or {})
+    written.pop(WORDLESS_FIELD, None)
+    return written
+
+
 def stamp_wordless(payload: dict[str, Any], sparse: SparseVector) -> dict[str, Any]:
     """`payload` marked as a point without keywords when `sparse` is empty (`WORDLESS_FIELD`)."""
     if not sparse.indices:

@@ -47,7 +47,7 @@ from typing import Any, NamedTuple
 import qdrant_edge as qe
 
 from services.common.domain.owner import Owner
-from services.common.stores.vector.adapter_support import TENANT_FIELD, USER_FIELD
+from services.common.stores.vector.adapter_support import TENANT_FIELD, USER_FIELD, as_written
 
 WINDOW_TIME_FIELD = "occurred_at_ts"
 # A float payload index; Edge-internal (edge.py strips it from the payloads it returns).
@@ -97,7 +97,7 @@ def stamp_window_key(owner: Owner, payload: dict[str, Any]) -> dict[str, Any]:
 
 def without_window_key(payload: Mapping[str, Any] | None) -> dict[str, Any]:
     """A stored payload as the caller wrote it (plus the owner)."""
-    stripped = dict(payload or {})
+    stripped = as_written(payload)
     stripped.pop(WINDOW_KEY_FIELD, None)
     return stripped
 

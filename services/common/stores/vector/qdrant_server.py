@@ -30,6 +30,7 @@ from services.common.stores.vector.adapter_support import (
     WORDLESS_FIELD,
     BranchHit,
     Conditions,
+    as_written,
     check_collection_name,
     fuse_branches,
     owned_payload,
@@ -240,7 +241,9 @@ class QdrantServerVectorIndex:
         dense_points = next(responses).points if run_dense else None
         keyword_points = (next(responses).points if sparse.indices else []) if run_keyword else None
         # The server reads payloads with the branches (one round trip); the fusion takes ids and scores.
-        payloads = {str(point.id): point.payload or {} for point in [*(keyword_points or ()), *(dense_points or ())]}
+        payloads = {
+            str(point.id): as_written(point.payload) for point in [*(keyword_points or ()), *(dense_points or ())]
+        }
         corpus_size = await self._corpus_size(collection) if keyword_points else 1
         fused = fuse_branches(
             None if dense_points is None else [_branch_hit(point) for point in dense_points],
@@ -288,7 +291,8 @@ class QdrantServerVectorIndex:
             collection, scroll_filter=_server_filter(conditions), limit=len(conditions.ids), with_payload=True
         )
         found = {
-            str(record.id): port.StoredRecord(id=str(record.id), payload=record.payload or {}) for record in records
+            str(record.id): port.StoredRecord(id=str(record.id), payload=as_written(record.payload))
+            for record in records
         }
         return [found[wanted] for wanted in conditions.ids if wanted in found]
 
@@ -313,7 +317,7 @@ class QdrantServerVectorIndex:
             with_payload=True,
             offset=None if start_id is None else point_id(start_id),
         )
-        return [port.StoredRecord(id=str(record.id), payload=record.payload or {}) for record in records]
+        return [port.StoredRecord(id=str(record.id), payload=as_written(record.payload)) for record in records]
 
     async def count(self, collection: str, owner: Owner, search_filter: port.SearchFilter | None = None) -> int:
         conditions = owner_conditions(owner, search_filter)
