@@ -9,6 +9,7 @@ from datetime import datetime
 
 from contracts.events import Channel, Scope
 from services.common.domain.ids import deterministic_uuid
+from services.common.stores.vector.fusion import weighted_score
 from services.common.stores.vector.port import HybridWeights
 
 
@@ -85,14 +86,12 @@ def fold_turn_hits(hits: Sequence[PassageHit], weights: HybridWeights | None) ->
     folded: list[PassageHit] = []
     for group in groups.values():
         own = next((hit for hit in group if hit.passage.within is None), None)
-        if weights is None or weights.dense + weights.keyword <= 0:
-            if own is not None:
-                folded.append(own)
+        if weights is None:
+            folded.extend([own] if own is not None else [])
             continue
         dense = max((hit.dense_score or 0.0) for hit in group)
         keyword = own.keyword_score if own is not None else None
-        score = (weights.dense * dense + weights.keyword * (keyword or 0.0)) / (weights.dense + weights.keyword)
         named = own if own is not None else max(group, key=lambda hit: hit.dense_score or 0.0)
-        folded.append(PassageHit(named.passage, score, dense, keyword))
+        folded.append(PassageHit(named.passage, weighted_score(dense, keyword, weights), dense, keyword))
     folded.sort(key=lambda hit: (-hit.score, hit.passage.passage_id))
     return folded

@@ -22,7 +22,7 @@ SPARSE_VECTOR = "keywords"
 TENANT_FIELD = "tenant_id"
 USER_FIELD = "user_id"
 OWNER_FIELDS = (TENANT_FIELD, USER_FIELD)
-# Stamped on a point written without keywords (an empty sparse vector), and indexed: the engines' IDF
+# Stamped on a point written without keywords (stored with no sparse vector), and indexed: the engines' IDF
 # counts only points with keywords, so the keyword calibration's corpus (fusion.keyword_part) leaves
 # these out too; a point of meaning alone must not weaken every other point's keyword score.
 WORDLESS_FIELD = "_wordless"

@@ -84,6 +84,11 @@ def keyword_part(
     return units / (units + half_saturation)
 
 
+def weighted_score(dense: float | None, keyword: float | None, weights: HybridWeights) -> float:
+    """The fused score: the weighted mean of the two [0, 1] parts (a part that is None counts as 0)."""
+    return (weights.dense * (dense or 0.0) + weights.keyword * (keyword or 0.0)) / (weights.dense + weights.keyword)
+
+
 def validate_weights(weights: HybridWeights) -> None:
     if weights.keyword < 0 or weights.dense < 0 or not math.isfinite(weights.keyword + weights.dense):
         raise ValueError(f"hybrid weights must be finite and >= 0, got {weights}")
@@ -107,7 +112,6 @@ def fuse(
     branch that ran gets 0 for that part.
     """
     validate_weights(weights)
-    total_weight = weights.keyword + weights.dense
     ids = set(dense_cosines or ()) | set(keyword_scores or ())
     hits: list[FusedHit] = []
     for point_id in ids:
@@ -119,7 +123,6 @@ def fuse(
         if keyword_scores is not None:
             raw = keyword_scores.get(point_id)
             keyword = 0.0 if raw is None else keyword_part(raw, corpus_size, config.keyword_half_saturation)
-        score = (weights.dense * (dense or 0.0) + weights.keyword * (keyword or 0.0)) / total_weight
-        hits.append(FusedHit(id=point_id, score=score, dense_score=dense, keyword_score=keyword))
+        hits.append(FusedHit(point_id, weighted_score(dense, keyword, weights), dense, keyword))
     hits.sort(key=lambda hit: (-hit.score, hit.id))
     return hits[:limit]
