@@ -152,8 +152,9 @@ def eval_settings(
         vector=VectorSettings(backend="edge", path=data_dir / "qdrant-edge"),
         api_keys={api_key: tenant_id},
         # Quality is measured here, not latency: a loaded machine must not turn answers keyword-only
-        # (the L0 deadline, services/recall_api/l0/deadline.py).
-        **({"l0_embedding_deadline_ms": 600_000.0} | overrides),
+        # (the L0 deadline, services/recall_api/l0/deadline.py) nor skip L1's alias expansion (its graph
+        # lookup's timeout, then a pause for every search after it).
+        **({"l0_embedding_deadline_ms": 600_000.0, "l1_alias_timeout_ms": 5_000.0} | overrides),
     )
 
 
