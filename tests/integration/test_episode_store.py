@@ -26,7 +26,7 @@ from services.common.stores.episodes import (
     episode_id_for,
     passage_id_for,
 )
-from services.common.stores.passage_points import WITHOUT_TURN_POINTS
+from services.common.stores.passage_points import WITHOUT_TURN_POINTS, PassageHit
 from services.common.stores.vector.edge import EdgeVectorIndex
 from services.common.stores.vector.port import (
     EPISODES,
@@ -235,17 +235,16 @@ async def test_turn_points_count_for_their_passage_in_l1_only(
     assert (raw_point["kind"], raw_point["within"], raw_point["text"]) == ("turn", 0, LONG_TURNS[5])
 
     query = "what did Sam call the puppy?"
-    dense = await embedder.embed_query(query)
     sparse = keywords.encode_query(query)
-    alone = await store.search_passages(
-        ALICE,
-        dense=dense,
-        sparse=sparse,
-        weights=WEIGHTS,
-        limit=10,
-        search_filter=SearchFilter(exclude=WITHOUT_TURN_POINTS),
-    )
-    folded = await store.search_passages(ALICE, dense=dense, sparse=sparse, weights=WEIGHTS, limit=10)
+
+    async def search(dense: list[float] | None, *, turns: bool) -> list[PassageHit]:
+        search_filter = None if turns else SearchFilter(exclude=WITHOUT_TURN_POINTS)
+        return await store.search_passages(
+            ALICE, dense=dense, sparse=sparse, weights=WEIGHTS, limit=10, search_filter=search_filter
+        )
+
+    dense = await embedder.embed_query(query)
+    alone, folded = await search(dense, turns=False), await search(dense, turns=True)
     # One hit either way, naming the passage; its closest turn makes it closer in meaning, its words are its own.
     assert [h.passage for h in alone] == [h.passage for h in folded] == [passage]
     assert folded[0].dense_score is not None and alone[0].dense_score is not None
@@ -253,15 +252,7 @@ async def test_turn_points_count_for_their_passage_in_l1_only(
     assert folded[0].keyword_score == pytest.approx(alone[0].keyword_score)
     assert folded[0].score > alone[0].score
     # Keywords alone: turn points carry none, so nothing changes.
-    no_dense = await store.search_passages(ALICE, dense=None, sparse=sparse, weights=WEIGHTS, limit=10)
-    no_dense_alone = await store.search_passages(
-        ALICE,
-        dense=None,
-        sparse=sparse,
-        weights=WEIGHTS,
-        limit=10,
-        search_filter=SearchFilter(exclude=WITHOUT_TURN_POINTS),
-    )
+    no_dense_alone, no_dense = await search(None, turns=False), await search(None, turns=True)
     assert [h.passage for h in no_dense] == [h.passage for h in no_dense_alone] == [passage]
     assert no_dense[0].score == pytest.approx(no_dense_alone[0].score)
 
