@@ -73,7 +73,8 @@ def test_login_session_and_csrf_are_enforced(memory_stack: MemoryStack) -> None:
         )
         assert huge.status_code == 413, "refused before the body is read"
         assert "default-src 'self'" in page.headers["content-security-policy"]
-        tampered = client.cookies["tiermem_ui"][:-2] + "00"
+        signed = client.cookies["tiermem_ui"]
+        tampered = signed[:-2] + ("11" if signed.endswith("00") else "00")  # always a different cookie
         client.cookies.set("tiermem_ui", tampered, path="/ui")
         assert client.get("/ui/u/minji").status_code == 303, "a tampered session cookie is no session"
 
