@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from contracts import Subjects
 from contracts.events import Channel, Message, Scope
 from services.common.domain.owner import Owner
+from services.common.stores.kv_keys import live_keys
 
 SessionState = Literal["open", "closing", "closed"]
 
@@ -217,21 +218,16 @@ class OpenSessionStore:
         return removed
 
     async def keys(self, owner: Owner | None = None) -> list[SessionKey]:
-        """The sessions with a record (of one owner, or of everyone for the idle closer): a watch of
-        the keys' latest revisions, removed ones left out, however many there are."""
+        """The sessions with a record (of one owner, or of everyone for the idle closer), removed ones
+        left out, however many there are."""
         kv = await self._bucket()
         pattern = f"{owner.tenant_id}.{owner.user_id}.*" if owner is not None else "*.*.*"
-        watcher = await kv.watch(pattern, ignore_deletes=True, meta_only=True)
-        keys: list[SessionKey] = []
-        try:
-            async for entry in watcher:
-                if entry is None:  # the watch's marker: every current key has been seen
-                    break
-                tenant_id, user_id, session_id = entry.key.split(".", 2)
-                keys.append(SessionKey(Owner(tenant_id, user_id), session_id))
-        finally:
-            await watcher.stop()  # type: ignore[no-untyped-call]  # nats-py leaves it unannotated
-        return keys
+        return [SessionKey(*_parse(key)) for key in await live_keys(self.js, kv, self.bucket, pattern)]
+
+
+def _parse(key: str) -> tuple[Owner, str]:
+    tenant_id, user_id, session_id = key.split(".", 2)
+    return Owner(tenant_id, user_id), session_id
 
 
 def _key(owner: Owner, session_id: str) -> str:

@@ -43,7 +43,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nats.js import JetStreamContext
-from nats.js.errors import BucketNotFoundError, NoKeysError
+from nats.js.errors import BucketNotFoundError
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import Subjects
@@ -59,6 +59,7 @@ from services.common.stores.erasure import (
     subject_kind,
     user_derived_filter,
 )
+from services.common.stores.kv_keys import live_keys
 from services.common.stores.open_sessions import OpenSessionRecord, OpenSessionStore
 from services.common.stores.snapshot import COLLECTIONS, owners
 from services.common.stores.vector.port import HybridWeights
@@ -336,8 +337,8 @@ async def find_in_erasure_progress(stores: PlaceStores, owner: Owner, needles: S
     """Progress records of the owner's erasures that still hold a needle."""
     try:
         kv = await stores.js.key_value(stores.progress_bucket)
-        keys = await kv.keys()
-    except (BucketNotFoundError, NoKeysError):
+        keys = await live_keys(stores.js, kv, stores.progress_bucket, ">")
+    except BucketNotFoundError:
         return []
     found = []
     for key in keys:
