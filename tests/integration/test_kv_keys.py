@@ -1,10 +1,16 @@
-"""Listing a key-value bucket's live keys against a real nats-server, including the moment nats-py's
-watch gets wrong: the broker's consumer info already shows nothing pending while the snapshot's
-messages are still on their way. Listing then must still find every key, or a user's erasure leaves
-her buffered turns behind."""
+"""A key-value bucket's keys against a real nats-server.
+
+Listing, including the moment nats-py's watch gets wrong: the broker's consumer info already shows
+nothing pending while the snapshot's messages are still on their way. Listing then must still find
+every key, or a user's erasure leaves her buffered turns behind.
+
+Removing: a removed session record leaves no marker in the bucket (markers would pile up with every
+session ever opened, and the idle closer reads them all every sweep), and a removal never takes a
+record written after the one it was asked to remove."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import UTC, datetime
 
@@ -13,11 +19,14 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js import api as js_api
 
-from contracts import Subjects
+from contracts import SizeLimits, Subjects
 from services.common.domain.owner import Owner
+from services.common.runtime.provisioning import provision
 from services.common.runtime.settings import NatsSettings
-from services.common.stores.kv_keys import live_keys
+from services.common.stores.kv_keys import drop_entries, list_keys, live_keys
 from services.common.stores.open_sessions import OpenSessionRecord, OpenSessionStore, SessionKey
+from services.recall_api.write.turn_schemas import TurnIn, TurnsRequest
+from services.recall_api.write.turns_in import OpenSessions
 
 pytestmark = pytest.mark.integration
 
@@ -77,3 +86,63 @@ async def test_listing_leaves_out_removed_keys_and_ends_on_an_empty_pattern(
     assert await store.keys(Owner("acme", "erin")) == []  # a pattern nothing was ever written under
     assert await store.erase_user(DAVID) == 1
     assert await store.keys(DAVID) == []  # only its purge marker is left under the pattern
+
+
+async def _messages(client: NatsClient, store: OpenSessionStore) -> int:
+    """Messages the bucket's stream holds, markers included."""
+    return int((await client.jetstream().stream_info(f"KV_{store.bucket}")).state.messages)
+
+
+async def test_removed_records_leave_no_marker_and_the_closer_drops_old_ones(
+    nats_settings: NatsSettings, nats_client: NatsClient
+) -> None:
+    async def nats() -> NatsClient:
+        return nats_client
+
+    await provision(nats_client.jetstream(), nats_settings)  # the session stream the closer publishes to
+    subjects = Subjects(nats_settings.subject_root)
+    sessions = OpenSessions(nats, subjects, SizeLimits(), idle_s=3600, sweep_s=0.1, closed_keep_s=0.05)
+    store = await sessions.store()
+    await store.open()
+    kv = await nats_client.jetstream().key_value(store.bucket)
+    await _open(store, DAVID, "old")
+    await kv.delete("acme.david.old")  # a marker, as removals left before
+    for session_id in ("ferns", "basil"):
+        await sessions.append(CAROL, session_id, TurnsRequest(messages=[TurnIn(role="user", content="Water them.")]))
+    assert await sessions.end(CAROL, "ferns") is not None
+    await _open(store, DAVID, "boat")
+    assert await _messages(nats_client, store) == 4  # david's marker and boat, carol's ferns and basil
+
+    await asyncio.sleep(0.1)  # ferns' closed record is past closed_keep_s
+    assert await sessions.sweep() == 0
+    assert await sessions.read(CAROL, "ferns") is None and await sessions.read(CAROL, "basil") is not None
+    assert await _messages(nats_client, store) == 2  # basil and boat: no marker of ferns, david's old one dropped
+    assert await store.erase_user(CAROL) == 1
+    assert await _messages(nats_client, store) == 1  # boat alone
+    assert await store.keys() == [SessionKey(DAVID, "boat")]
+
+
+async def test_a_removal_keeps_a_record_written_after_the_one_it_removes(
+    nats_settings: NatsSettings, nats_client: NatsClient
+) -> None:
+    store = _store(nats_settings, nats_client)
+    await _open(store, CAROL, "ferns")
+    read = await store.get(CAROL, "ferns")
+    assert read is not None
+    now = datetime.now(UTC)
+    newer = read.record.model_copy(update={"last_turn_at": now})
+    written = await store.replace(SessionKey(CAROL, "ferns"), read, newer)
+    await store.remove(SessionKey(CAROL, "ferns"), read)  # asked at the older revision
+    kept = await store.get(CAROL, "ferns")
+    assert kept is not None and kept.revision == written.revision
+    await store.remove(SessionKey(CAROL, "ferns"), written)
+    assert await store.get(CAROL, "ferns") is None
+
+    js = nats_client.jetstream()
+    kv = await js.key_value(store.bucket)
+    await kv.delete("acme.carol.ferns")  # a marker, as removals left before
+    listing = await list_keys(js, kv, store.bucket, "acme.carol.*")
+    assert listing.live == [] and list(listing.removed) == ["acme.carol.ferns"]
+    await _open(store, CAROL, "ferns")  # the id opened again after the marker
+    await drop_entries(js, store.bucket, "acme.carol.ferns", upto_revision=listing.removed["acme.carol.ferns"])
+    assert await store.keys(CAROL) == [SessionKey(CAROL, "ferns")]

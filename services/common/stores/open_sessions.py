@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from contracts import Subjects
 from contracts.events import Channel, Message, Scope
 from services.common.domain.owner import Owner
-from services.common.stores.kv_keys import live_keys
+from services.common.stores.kv_keys import drop_entries, list_keys
 
 SessionState = Literal["open", "closing", "closed"]
 
@@ -178,12 +178,10 @@ class OpenSessionStore:
         return StoredSession(record, revision)
 
     async def remove(self, key: SessionKey, expected: StoredSession) -> None:
-        """Delete the record if it is still at `expected.revision` (a newer one is left alone)."""
-        kv = await self._bucket()
-        try:
-            await kv.delete(_key(key.owner, key.session_id), last=expected.revision)
-        except KeyWrongLastSequenceError:
-            return
+        """Delete the record if it is still at `expected.revision` (a newer one is left alone), leaving
+        no marker behind."""
+        await self._bucket()
+        await drop_entries(self.js, self.bucket, _key(key.owner, key.session_id), upto_revision=expected.revision)
 
     async def redact(
         self, key: SessionKey, rewrite: Callable[[OpenSessionRecord], OpenSessionRecord | None]
@@ -210,19 +208,23 @@ class OpenSessionStore:
     async def erase_user(self, owner: Owner) -> int:
         """Remove every record of the owner, turns and all revisions (a user's erasure); returns how
         many were removed. A record created after this call is kept: it holds only later turns."""
-        kv = await self._bucket()
         removed = 0
         for key in await self.keys(owner):
-            await kv.purge(_key(key.owner, key.session_id))
+            await drop_entries(self.js, self.bucket, _key(key.owner, key.session_id))
             removed += 1
         return removed
 
-    async def keys(self, owner: Owner | None = None) -> list[SessionKey]:
+    async def keys(self, owner: Owner | None = None, *, drop_markers: bool = False) -> list[SessionKey]:
         """The sessions with a record (of one owner, or of everyone for the idle closer), removed ones
-        left out, however many there are."""
+        left out, however many there are. With `drop_markers`, the markers that removed records left
+        (records removed before `remove` and `erase_user` left none) are dropped on the way."""
         kv = await self._bucket()
         pattern = f"{owner.tenant_id}.{owner.user_id}.*" if owner is not None else "*.*.*"
-        return [SessionKey(*_parse(key)) for key in await live_keys(self.js, kv, self.bucket, pattern)]
+        listing = await list_keys(self.js, kv, self.bucket, pattern)
+        if drop_markers:
+            for key, revision in listing.removed.items():
+                await drop_entries(self.js, self.bucket, key, upto_revision=revision)
+        return [SessionKey(*_parse(key)) for key in listing.live]
 
 
 def _parse(key: str) -> tuple[Owner, str]:

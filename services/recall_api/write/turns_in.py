@@ -314,12 +314,13 @@ class OpenSessions:
 
     async def sweep(self) -> int:
         """One pass of the idle closer: close sessions idle past `idle_s` (and finish any left
-        closing), forget closed records older than `closed_keep_s`. Returns how many it closed."""
+        closing), forget closed records older than `closed_keep_s`, and drop the markers removed
+        records left (before removals left none). Returns how many it closed."""
         store = await self.store()
         now = datetime.now(UTC)
         idle_before = now - timedelta(seconds=self.idle_s)
         closed = 0
-        for key in await store.keys():
+        for key in await store.keys(drop_markers=True):
             stored = await store.get(key.owner, key.session_id)
             if stored is None:
                 continue
