@@ -1,6 +1,7 @@
 """The baselines, ranked over the raw turns of the same sample: BM25, dense retrieval with the same
 embedding model, their reciprocal-rank fusion, a passage-level hybrid (4-turn windows scored like
 the stores score: 0.3 keyword / 0.7 dense on the same [0, 1] parts, no consolidation at all), the same
+windows ranked by meaning alone (the baseline people compare memory systems with), the same hybrid
 with its keyword IDF taken over the passages of every conversation in the run (as a store holding many
 users' memories in one collection takes it: a conversation's own names and topics look rare), and
 "the last N sessions".
@@ -32,9 +33,10 @@ BM25 = "BM25 turns"
 DENSE = "dense turns"
 HYBRID = "hybrid turns (RRF)"
 PASSAGES = "hybrid passages (4 turns)"
+DENSE_PASSAGES = "dense passages (4 turns)"
 PASSAGES_POOLED_IDF = "hybrid passages, IDF over all conversations"
 LAST_N = "last N sessions"
-BASELINES = (BM25, DENSE, HYBRID, PASSAGES, PASSAGES_POOLED_IDF, LAST_N)
+BASELINES = (BM25, DENSE, HYBRID, PASSAGES, DENSE_PASSAGES, PASSAGES_POOLED_IDF, LAST_N)
 SYSTEMS = (OURS, *BASELINES)
 RRF_K = 60
 PASSAGE_TURNS = 4
@@ -246,6 +248,7 @@ def baseline_rankings(
         cosines = [float(v) for v in corpus.passage_vectors @ query]
         hybrid = passage_hybrid_scores(corpus.passage_bm25.scores(query_terms), cosines)
         rankings[PASSAGES] = sessions_by_best_turn(hybrid, corpus.passage_sessions, all_sessions)
+        rankings[DENSE_PASSAGES] = sessions_by_best_turn(cosines, corpus.passage_sessions, all_sessions)
         pooled = corpus.pooled_passage_bm25
         if pooled is not None:
             pooled_hybrid = passage_hybrid_scores(pooled.scores(query_terms), cosines, pooled.size)

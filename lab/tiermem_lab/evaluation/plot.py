@@ -11,6 +11,7 @@ from typing import Any
 from tiermem_lab.evaluation.baselines import (
     BM25,
     DENSE,
+    DENSE_PASSAGES,
     HYBRID,
     LAST_N,
     OURS,
@@ -32,6 +33,7 @@ _STYLES = {
     DENSE: ("^--", 1.4),
     HYBRID: ("D--", 1.4),
     PASSAGES: ("v-.", 1.6),
+    DENSE_PASSAGES: ("<-.", 1.2),
     PASSAGES_POOLED_IDF: ("1:", 1.2),
     LAST_N: ("x:", 1.4),
 }

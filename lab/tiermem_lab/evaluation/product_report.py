@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
 
-from tiermem_lab.evaluation.baselines import DENSE, PASSAGES, PASSAGES_POOLED_IDF
+from tiermem_lab.evaluation.baselines import DENSE, DENSE_PASSAGES, PASSAGES, PASSAGES_POOLED_IDF
 from tiermem_lab.evaluation.locomo import chat_form
 from tiermem_lab.evaluation.product_set import DEFAULT_PRODUCT_SET, ProductSetFormatError, SplitChoice
 
@@ -22,8 +22,13 @@ if TYPE_CHECKING:
     from tiermem_lab.evaluation.product_run import ProductConfig
 
 # The baselines shown beside L1 in the tables (every baseline is in the JSON report).
-SHOWN_BASELINES = (DENSE, PASSAGES, PASSAGES_POOLED_IDF)
-SHORT_NAMES = {DENSE: "dense turns", PASSAGES: "passages", PASSAGES_POOLED_IDF: "passages pooled IDF"}
+SHOWN_BASELINES = (DENSE, PASSAGES, DENSE_PASSAGES, PASSAGES_POOLED_IDF)
+SHORT_NAMES = {
+    DENSE: "dense turns",
+    PASSAGES: "passages",
+    DENSE_PASSAGES: "dense passages",
+    PASSAGES_POOLED_IDF: "passages pooled IDF",
+}
 
 
 def _fmt(value: float | None) -> str:
