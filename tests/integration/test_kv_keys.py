@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -21,10 +22,13 @@ from nats.js import api as js_api
 
 from contracts import SizeLimits, Subjects
 from services.common.domain.owner import Owner
+from services.common.domain.value_text import make_needle
 from services.common.runtime.provisioning import provision
 from services.common.runtime.settings import NatsSettings
+from services.common.stores import value_places
 from services.common.stores.kv_keys import drop_entries, list_keys, live_keys
 from services.common.stores.open_sessions import OpenSessionRecord, OpenSessionStore, SessionKey
+from services.common.stores.value_places import PlaceStores
 from services.recall_api.write.turn_schemas import TurnIn, TurnsRequest
 from services.recall_api.write.turns_in import OpenSessions
 
@@ -146,3 +150,24 @@ async def test_a_removal_keeps_a_record_written_after_the_one_it_removes(
     await _open(store, CAROL, "ferns")  # the id opened again after the marker
     await drop_entries(js, store.bucket, "acme.carol.ferns", upto_revision=listing.removed["acme.carol.ferns"])
     assert await store.keys(CAROL) == [SessionKey(CAROL, "ferns")]
+
+
+async def test_an_erasure_record_gone_since_the_listing_is_not_an_error(
+    nats_settings: NatsSettings, nats_client: NatsClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Erasure progress records expire: one listed and gone before it is read is skipped, and the
+    audit still finds the others."""
+    subjects = Subjects(nats_settings.subject_root)
+    js = nats_client.jetstream()
+    stores = PlaceStores(subjects, js, index=None, graph=None, keywords=None, scan_limit=10)  # type: ignore[arg-type]
+    kv = await js.create_key_value(js_api.KeyValueConfig(bucket=stores.progress_bucket))
+    await kv.put("acme.carol.r1", json.dumps({"needles": ["water the ferns"]}).encode("utf-8"))
+    listed = live_keys
+
+    async def listed_then_expired(*args: object) -> list[str]:
+        return ["acme.carol.r0", *await listed(*args)]  # type: ignore[arg-type]
+
+    monkeypatch.setattr(value_places, "live_keys", listed_then_expired)
+    needle = make_needle("ferns")
+    assert needle is not None
+    assert await value_places.find_in_erasure_progress(stores, CAROL, [needle]) == ["acme.carol.r1"]

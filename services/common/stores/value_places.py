@@ -43,7 +43,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nats.js import JetStreamContext
-from nats.js.errors import BucketNotFoundError
+from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts import Subjects
@@ -344,7 +344,10 @@ async def find_in_erasure_progress(stores: PlaceStores, owner: Owner, needles: S
     for key in keys:
         if not _progress_of(key, owner):
             continue
-        record = json_or_text((await kv.get(key)).value)
+        try:
+            record = json_or_text((await kv.get(key)).value)
+        except KeyNotFoundError:  # expired or settled since it was listed
+            continue
         if isinstance(record, dict) and text_mentions(record.get("needles"), needles):
             found.append(key)
     return found
