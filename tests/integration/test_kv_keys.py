@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import time
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 from nats.js import api as js_api
+from nats.js.kv import KeyValue
 
 from contracts import SizeLimits, Subjects
 from services.common.domain.owner import Owner
@@ -26,7 +29,7 @@ from services.common.domain.value_text import make_needle
 from services.common.runtime.provisioning import provision
 from services.common.runtime.settings import NatsSettings
 from services.common.stores import value_places
-from services.common.stores.kv_keys import drop_entries, list_keys, live_keys
+from services.common.stores.kv_keys import SNAPSHOT_WAIT_S, drop_entries, list_keys, live_keys
 from services.common.stores.open_sessions import OpenSessionRecord, OpenSessionStore, SessionKey
 from services.common.stores.value_places import PlaceStores
 from services.recall_api.write.turn_schemas import TurnIn, TurnsRequest
@@ -171,3 +174,33 @@ async def test_an_erasure_record_gone_since_the_listing_is_not_an_error(
     needle = make_needle("ferns")
     assert needle is not None
     assert await value_places.find_in_erasure_progress(stores, CAROL, [needle]) == ["acme.carol.r1"]
+
+
+async def test_a_key_purged_while_the_listing_is_sent_is_not_waited_for(
+    nats_settings: NatsSettings, nats_client: NatsClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot's last entry counted as pending when the one before it was sent, then the key was
+    purged (an erasure, the closer): it never arrives, and the listing ends without it, at once."""
+    store = _store(nats_settings, nats_client)
+    for session_id in ("ferns", "basil", "mint"):
+        await _open(store, CAROL, session_id)
+    await drop_entries(nats_client.jetstream(), store.bucket, "acme.carol.mint")
+    original_watch = KeyValue.watch
+
+    async def watch_sent_before_the_purge(self: KeyValue, *args: Any, **kwargs: Any) -> Any:
+        watcher = await original_watch(self, *args, **kwargs)
+        original_updates = watcher.updates
+
+        async def updates(*args: Any) -> Any:
+            entry = await original_updates(*args)  # type: ignore[no-untyped-call]  # unannotated in nats-py
+            if entry is not None and entry.key == "acme.carol.basil":
+                return dataclasses.replace(entry, delta=1)  # mint was still to come when basil was sent
+            return entry
+
+        monkeypatch.setattr(watcher, "updates", updates)
+        return watcher
+
+    monkeypatch.setattr(KeyValue, "watch", watch_sent_before_the_purge)
+    started = time.monotonic()
+    assert await store.keys(CAROL) == [SessionKey(CAROL, "ferns"), SessionKey(CAROL, "basil")]
+    assert time.monotonic() - started < SNAPSHOT_WAIT_S

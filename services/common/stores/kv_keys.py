@@ -6,8 +6,9 @@ consumer info it asks for right after subscribing shows nothing pending and the 
 received nothing yet. A message the server already counts as delivered, but has not yet written to
 the connection, counts as neither: the watch then ends empty although the bucket holds keys. A
 listing that misses a key is an erasure that misses a user's data, so here the snapshot ends at the
-entry the server sent with nothing pending after it, and an early marker is believed only when the
-bucket holds no message under the pattern at all.
+entry the server sent with nothing pending after it, and a marker (or a pause) ends it only when the
+stream holds no message under the pattern after the last entry received: a key purged while the
+snapshot was being sent is then not waited for.
 
 A delete or purge through the bucket's API leaves a marker on the key for good. In a bucket whose
 keys come and go (one per session), markers pile up with every key ever written, and every listing
@@ -15,15 +16,19 @@ reads them all; `drop_entries` removes a key's entries, marker included, by purg
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.errors import NotFoundError
 from nats.js.kv import KV_DEL, KV_PURGE, KeyValue
 
+QUIET_S = 1.0
+"""How long the snapshot may pause before the stream is asked whether anything is left to come."""
 SNAPSHOT_WAIT_S = 10.0
-"""How long to wait for the next entry of the snapshot before giving up with the broker's timeout
-error (a listing cut short must fail, never return a partial answer)."""
+"""How long to wait for an entry the stream says is still to come before giving up with the broker's
+timeout error (a listing cut short must fail, never return a partial answer)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,21 +41,29 @@ class KeyListing:
 
 
 async def list_keys(js: JetStreamContext, kv: KeyValue, bucket: str, pattern: str) -> KeyListing:
-    """Every key under `pattern` (a key filter: tokens, `*`, `>`), live or removed."""
+    """Every key under `pattern` (a key filter: tokens, `*`, `>`), live or removed. The bucket keeps one
+    revision per key (history 1, as every bucket here), so each message under the pattern is one the
+    snapshot sends."""
     watcher = await kv.watch(pattern, meta_only=True)
     live: dict[str, None] = {}
     removed: dict[str, int] = {}
-    seen = False
+    last = 0  # the stream sequence of the last entry received
+    deadline = time.monotonic() + SNAPSHOT_WAIT_S
     try:
         while True:
-            entry = await watcher.updates(SNAPSHOT_WAIT_S)  # type: ignore[no-untyped-call]  # unannotated in nats-py
+            try:
+                entry = await watcher.updates(QUIET_S)  # type: ignore[no-untyped-call]  # unannotated in nats-py
+            except NatsTimeoutError:
+                entry = None  # a pause: asked below like nats-py's marker
             if entry is None:
-                # The marker: trusted only when nothing under the pattern exists, else the
-                # snapshot's entries are still on their way.
-                if not seen and not await _holds_any(js, bucket, pattern):
-                    return KeyListing([], {})
+                # The marker or a pause: the listing is whole when nothing under the pattern comes after
+                # the last entry received (a key purged while the snapshot was sent never arrives).
+                if not await _holds_any(js, bucket, pattern, after=last):
+                    return KeyListing(list(live), removed)
+                if time.monotonic() > deadline:
+                    raise NatsTimeoutError
                 continue
-            seen = True
+            last = entry.revision
             if entry.operation in (KV_DEL, KV_PURGE):
                 live.pop(entry.key, None)
                 removed[entry.key] = entry.revision
@@ -78,9 +91,10 @@ async def drop_entries(js: JetStreamContext, bucket: str, key: str, *, upto_revi
         await js.purge_stream(f"KV_{bucket}", subject=subject, seq=upto_revision + 1)  # purges below `seq`
 
 
-async def _holds_any(js: JetStreamContext, bucket: str, pattern: str) -> bool:
+async def _holds_any(js: JetStreamContext, bucket: str, pattern: str, *, after: int) -> bool:
+    """Whether the bucket holds a message under `pattern` after stream sequence `after`."""
     try:
-        await js.get_msg(f"KV_{bucket}", seq=1, subject=f"$KV.{bucket}.{pattern}", next=True)
+        await js.get_msg(f"KV_{bucket}", seq=after + 1, subject=f"$KV.{bucket}.{pattern}", next=True)
     except NotFoundError:
         return False
     return True
