@@ -208,11 +208,10 @@ class OpenSessionStore:
     async def erase_user(self, owner: Owner) -> int:
         """Remove every record of the owner, turns and all revisions (a user's erasure); returns how
         many were removed. A record created after this call is kept: it holds only later turns."""
-        removed = 0
-        for key in await self.keys(owner):
+        keys = await self.keys(owner)
+        for key in keys:
             await drop_entries(self.js, self.bucket, _key(key.owner, key.session_id))
-            removed += 1
-        return removed
+        return len(keys)
 
     async def keys(self, owner: Owner | None = None, *, drop_markers: bool = False) -> list[SessionKey]:
         """The sessions with a record (of one owner, or of everyone for the idle closer), removed ones
