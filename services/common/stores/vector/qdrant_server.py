@@ -10,6 +10,7 @@ vector "dense" (cosine), sparse vector "keywords" with the IDF modifier, tenant_
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -34,7 +35,6 @@ from services.common.stores.vector.adapter_support import (
     fuse_branches,
     owned_payload,
     owner_conditions,
-    owner_keyword_hits,
     payload_update,
     point_id,
     point_ids,
@@ -43,13 +43,6 @@ from services.common.stores.vector.adapter_support import (
     stamp_wordless,
 )
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
-from services.common.stores.vector.owner_terms import (
-    DEFAULT_SAMPLE,
-    DEFAULT_TTL_S,
-    OwnerTerms,
-    OwnerTermsCache,
-    owner_terms,
-)
 
 _FACET_LIMIT = 1_000_000
 
@@ -57,9 +50,9 @@ _FACET_LIMIT = 1_000_000
 class QdrantServerVectorIndex:
     """`VectorIndex` on a Qdrant server. The client is owned by the caller until `close()`, which closes it.
 
-    `owner_terms_ttl` bounds how stale an owner's cached keyword statistics (owner_terms.py) may get
-    when another process writes their points; writes through this adapter drop them at once.
-    `owner_terms_sample`: the owner's points read for them at most.
+    `corpus_size_ttl` bounds how stale the cached point count (the IDF corpus size used to calibrate
+    keyword scores, see fusion.py) may get; it only enters through a logarithm, so minutes are fine.
+    Writes through this adapter mark it stale at once.
     """
 
     def __init__(
@@ -68,16 +61,13 @@ class QdrantServerVectorIndex:
         *,
         fusion: FusionConfig | None = None,
         time_fields: Sequence[str] = DEFAULT_TIME_FIELDS,
-        owner_terms_ttl: float = DEFAULT_TTL_S,
-        owner_terms_sample: int = DEFAULT_SAMPLE,
+        corpus_size_ttl: float = 300.0,
     ) -> None:
-        if owner_terms_sample < 1:
-            raise ValueError("owner_terms_sample must be >= 1")
         self._client = client
         self._fusion = fusion or FusionConfig()
         self._time_fields = tuple(time_fields)
-        self._owner_terms = OwnerTermsCache(ttl=owner_terms_ttl)
-        self._owner_terms_sample = owner_terms_sample
+        self._corpus_size_ttl = corpus_size_ttl
+        self._corpus_sizes: dict[str, tuple[int, float]] = {}  # collection → (points, monotonic time read)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -111,7 +101,7 @@ class QdrantServerVectorIndex:
         for name, schema in wanted:
             if name not in existing:
                 await self._client.create_payload_index(collection, name, field_schema=schema, wait=True)
-        self._owner_terms.drop(collection)
+        self._corpus_sizes.pop(collection, None)
 
     @staticmethod
     def _check_config(collection: str, info: models.CollectionInfo, dense_dim: int) -> None:
@@ -129,26 +119,17 @@ class QdrantServerVectorIndex:
     async def close(self) -> None:
         await self._client.close()
 
-    async def _terms(self, collection: str, owner: Owner) -> OwnerTerms:
-        """The owner's keyword statistics (owner_terms.py): their points with keywords (all but those
-        stamped wordless), and the keyword vectors of the first `owner_terms_sample` in point-id order."""
-        cached = self._owner_terms.lookup(collection, owner)
-        if cached is not None:
-            return cached
-        conditions = owner_conditions(owner)
-        conditions.excluded.append((WORDLESS_FIELD, True))
-        worded = _server_filter(conditions)
-        corpus_size = (await self._client.count(collection, count_filter=worded, exact=True)).count
-        records, _ = await self._client.scroll(
-            collection,
-            scroll_filter=worded,
-            limit=self._owner_terms_sample,
-            with_payload=False,
-            with_vectors=[SPARSE_VECTOR],
-        )
-        vectors = (_sparse(record.vector) for record in records)
-        terms = owner_terms(corpus_size, (vector for vector in vectors if vector is not None))
-        return self._owner_terms.keep(collection, owner, terms)
+    async def _corpus_size(self, collection: str) -> int:
+        cached = self._corpus_sizes.get(collection)
+        now = time.monotonic()
+        if cached is not None and now - cached[1] < self._corpus_size_ttl:
+            return cached[0]
+        points = (await self._client.count(collection, exact=False)).count
+        wordless = models.Filter(must=[models.FieldCondition(key=WORDLESS_FIELD, match=models.MatchValue(value=True))])
+        # The engine's IDF counts only points with keywords (adapter_support.WORDLESS_FIELD).
+        points -= (await self._client.count(collection, count_filter=wordless, exact=True)).count
+        self._corpus_sizes[collection] = (points, now)
+        return points
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -166,7 +147,7 @@ class QdrantServerVectorIndex:
         if taken:
             raise ValueError(f"{taken} of these point ids belong to another owner in {collection!r}; nothing written")
         await self._client.upsert(collection, points=points, update_filter=owner_filter, wait=True)
-        self._owner_terms.drop(collection, owner)
+        self._corpus_sizes.pop(collection, None)
 
     @staticmethod
     def _point(owner: Owner, record: port.VectorRecord) -> models.PointStruct:
@@ -202,7 +183,7 @@ class QdrantServerVectorIndex:
             await self._client.delete(
                 collection, points_selector=models.FilterSelector(filter=server_filter), wait=True
             )
-            self._owner_terms.drop(collection, owner)
+            self._corpus_sizes.pop(collection, None)
         return matched
 
     # -- reads -------------------------------------------------------------------------------
@@ -242,8 +223,6 @@ class QdrantServerVectorIndex:
                     filter=server_filter,
                     limit=candidates,
                     with_payload=True,
-                    # Keyword vectors give each candidate its keyword score with the owner's IDF.
-                    with_vector=[SPARSE_VECTOR] if run_keyword and sparse.indices else False,
                 )
             )
         if run_keyword and sparse.indices:
@@ -255,7 +234,7 @@ class QdrantServerVectorIndex:
                     limit=candidates,
                     with_payload=True,
                     # Stored dense vectors (normalised by the engine) give keyword-only hits their cosine.
-                    with_vector=[DENSE_VECTOR, SPARSE_VECTOR] if run_dense else [SPARSE_VECTOR],
+                    with_vector=[DENSE_VECTOR] if run_dense else False,
                 )
             )
         responses = iter(await self._client.query_batch_points(collection, requests=requests) if requests else [])
@@ -265,18 +244,10 @@ class QdrantServerVectorIndex:
         payloads = {
             str(point.id): as_written(point.payload) for point in [*(keyword_points or ()), *(dense_points or ())]
         }
-        dense_hits = None if dense_points is None else [_branch_hit(point) for point in dense_points]
-        keyword_hits = None if keyword_points is None else [_branch_hit(point) for point in keyword_points]
-        corpus_size = 1
-        if keyword_points:
-            terms = await self._terms(collection, owner)
-            vectors = {str(point.id): _sparse(point.vector) for point in [*keyword_points, *(dense_points or ())]}
-            stored = {point: vector for point, vector in vectors.items() if vector is not None}
-            keyword_hits = owner_keyword_hits(sparse, dense_hits, keyword_hits or [], stored, terms)
-            corpus_size = terms.corpus_size
+        corpus_size = await self._corpus_size(collection) if keyword_points else 1
         fused = fuse_branches(
-            dense_hits,
-            keyword_hits,
+            None if dense_points is None else [_branch_hit(point) for point in dense_points],
+            None if keyword_points is None else [_branch_hit(point) for point in keyword_points],
             query_vector,
             weights,
             corpus_size=corpus_size,
@@ -377,14 +348,6 @@ def _branch_hit(point: models.ScoredPoint) -> BranchHit:
         score=point.score,
         dense_vector=cast("list[float]", dense) if isinstance(dense, list) else None,
     )
-
-
-def _sparse(vectors: object) -> port.SparseVector | None:
-    """A point's keyword vector as the port types it (None: read without it, or a point without keywords)."""
-    vector = vectors.get(SPARSE_VECTOR) if isinstance(vectors, dict) else None
-    if not isinstance(vector, models.SparseVector):
-        return None
-    return port.SparseVector(list(vector.indices), list(vector.values))
 
 
 def _server_filter(conditions: Conditions) -> models.Filter:
