@@ -174,14 +174,12 @@ class RecallApiSettings(TierMemSettings):
 
     # ---- ranking -------------------------------------------------------------------------------
     fetch_factor: int = Field(default=2, ge=1, le=10, description="Fetch this many times the entries wanted.")
-    # The fused best `limit` of shallow branches is not the best `limit` of deep ones: each branch
-    # fetches `2 × fetch` hits, a passage missing from the keyword branch counts 0 keyword, and one
-    # missing from both is not seen. L1 at limit 5 (20 per branch) ranked sessions that its own limit-20
-    # search put 2nd outside its top 5 (LoCoMo dev, both forms: recall@5 0.952 vs 0.965 for the top 5 of
-    # the limit-20 list; on the eight held-out conversations 0.898 vs 0.902, and 0.902 measured with it).
-    # So L1 fetches at least this many: the answers of every limit up to 20 are prefixes of one ranking.
-    # Costs L1 ~1 ms at p50 (LoCoMo dev: 3.2 -> 4.2 ms). L0 keeps `fetch_factor` alone: it runs every
-    # turn within 1.3x of the query embedding, and a deeper L0 was not measured.
+    # Each branch fetches `2 × fetch` hits by similarity alone, then ranking reorders them by age,
+    # importance and the times a query names: with shallow branches a recent memory that a limit-20 search
+    # ranks first, behind older and closer ones, is not fetched at limit 1 or 3, and a limit-k answer is
+    # not the start of the limit-20 one (tests/integration/test_l1_depth.py). So L1 fetches at least this
+    # many: the answers of every limit up to 20 are prefixes of one ranking. L0 keeps `fetch_factor`
+    # alone: it runs every turn within 1.3x of the query embedding, and a deeper L0 was not measured.
     l1_min_fetch: int = Field(
         default=40,
         ge=1,

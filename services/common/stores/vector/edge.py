@@ -12,7 +12,9 @@ what a two-step search read ahead is used only if no write has changed the colle
 Search: both branches in one batch under the owner's filter (a power user's dense branch over their
 recent window: edge_window.py) — or the keyword branch and its payloads ahead (prepare_hybrid, while
 L0's query embeds) and the dense one at finish — then the cosine of each keyword hit the dense branch
-did not return, then the payloads of the fused best not yet read, by id. Nothing is kept past a search.
+did not return, then every candidate's keyword score with the owner's own IDF (owner_terms.py: their
+keyword vectors by id, the owner's statistics cached until a write for them), then the payloads of the
+fused best not yet read, by id.
 
 Indexing: Edge builds HNSW only in optimize(), which blocks the whole process (GIL) and rebuilds
 the merged segment, for seconds to minutes as the shard grows. Until then searches scan, which stays
@@ -56,12 +58,8 @@ from services.common.stores.dir_lock import DirLock
 from services.common.stores.vector import edge_builds, edge_window, port
 from services.common.stores.vector.adapter_support import (
     DEFAULT_TIME_FIELDS,
-    DENSE_VECTOR,
-    KEYWORD_INDEX_FIELDS,
-    SPARSE_VECTOR,
     TENANT_FIELD,
     USER_FIELD,
-    WORDLESS_FIELD,
     BranchHit,
     Conditions,
     check_collection_name,
@@ -74,11 +72,13 @@ from services.common.stores.vector.adapter_support import (
     search_weights,
 )
 from services.common.stores.vector.edge_filters import edge_filter, retrieve_payloads
-from services.common.stores.vector.edge_points import edge_point, worded_points
+from services.common.stores.vector.edge_points import edge_point, ensure_payload_indexes, shard_config, worded_points
 from services.common.stores.vector.edge_search import BranchSearch
+from services.common.stores.vector.edge_terms import EdgeOwnerTerms
 from services.common.stores.vector.edge_window import DEFAULT_WINDOW_POINTS, RecentWindows
 from services.common.stores.vector.edge_window_rows import Shortlist, WindowVectors, WindowVectorsConfig
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
+from services.common.stores.vector.owner_terms import DEFAULT_SAMPLE
 
 _CONFIG_FILE = "edge_config.json"
 _LOCK_FILE = "edge.lock"
@@ -104,7 +104,6 @@ class _Collection:
     path: Path  # the directory of the current generation
     dense_dim: int
     points: int  # point count
-    worded_points: int  # points with keywords: the IDF corpus size for keyword-score calibration
     indexed_points: int  # points covered by the last HNSW build
     pending_points: int  # points written since the last build
     # While a background build runs: the updates applied since its copy was taken, replayed into the
@@ -129,7 +128,8 @@ class EdgeVectorIndex:
     `dense_window`: an owner with more points than this in a collection has the dense branch of each
     search run over their most recent ~that many points only, the keyword branch over all (edge_window.py;
     None: always exhaustive). `window_vectors`: keep power users' windows as matrices that shortlist
-    their dense branch, with the same answers (edge_window_rows.py; None: off).
+    their dense branch, with the same answers (edge_window_rows.py; None: off). `owner_terms_sample`: an
+    owner's points read for their keyword statistics at most (edge_terms.py).
     """
 
     def __init__(
@@ -144,6 +144,7 @@ class EdgeVectorIndex:
         index_builds: IndexBuilds = "never",
         dense_window: int | None = DEFAULT_WINDOW_POINTS,
         window_vectors: WindowVectorsConfig | None = DEFAULT_WINDOW_VECTORS,
+        owner_terms_sample: int = DEFAULT_SAMPLE,
     ) -> None:
         if optimize_threshold is not None and optimize_threshold < 1:
             raise ValueError("optimize_threshold must be >= 1 or None")
@@ -157,6 +158,7 @@ class EdgeVectorIndex:
         self._chunk_size = upsert_chunk_size
         self._index_builds = index_builds
         self._collections: dict[str, _Collection] = {}
+        self._owner_terms = EdgeOwnerTerms(owner_terms_sample)
         # Held from the first open until close(): the WAL would refuse a second process only after
         # it had already cleared "leftover" build generations (edge_builds) that may be this one's.
         self._dir_lock = DirLock(self._data_dir, _LOCK_FILE, holder="another process", hint=_ONE_PROCESS_HINT)
@@ -181,15 +183,7 @@ class EdgeVectorIndex:
             if opened.dense_dim != dense_dim:
                 raise ValueError(f"collection {collection!r} has dense_dim {opened.dense_dim}, not {dense_dim}")
             return
-        config = qe.EdgeConfig(
-            vectors={DENSE_VECTOR: qe.EdgeVectorParams(size=dense_dim, distance=qe.Distance.Cosine)},
-            sparse_vectors={SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-            optimizers=(
-                None
-                if self._indexing_threshold_kb is None
-                else qe.EdgeOptimizersConfig(indexing_threshold=self._indexing_threshold_kb)
-            ),
-        )
+        config = shard_config(dense_dim, self._indexing_threshold_kb)
         self.claim()  # before anything on disk is touched
         path = edge_builds.current_dir(self._data_dir, collection)
         edge_builds.remove_leftovers(self._data_dir, collection)
@@ -201,7 +195,7 @@ class EdgeVectorIndex:
         else:
             path.mkdir(parents=True, exist_ok=True)
             shard = qe.EdgeShard.create(str(path), config)
-        self._ensure_payload_indexes(shard)
+        ensure_payload_indexes(shard, self._time_fields)
         info = shard.info()
         worded = worded_points(shard, info.points_count)
         # One dense vector per point and one sparse vector per point with keywords; the sparse index
@@ -213,20 +207,9 @@ class EdgeVectorIndex:
             path=path,
             dense_dim=dense_dim,
             points=info.points_count,
-            worded_points=worded,
             indexed_points=indexed,
             pending_points=info.points_count - indexed,
         )
-
-    def _ensure_payload_indexes(self, shard: qe.EdgeShard) -> None:
-        existing = set(shard.info().payload_schema)
-        wanted: list[tuple[str, Any]] = [(TENANT_FIELD, qe.KeywordIndexParams(is_tenant=True))]
-        wanted += [(name, qe.PayloadSchemaType.Keyword) for name in KEYWORD_INDEX_FIELDS]
-        wanted += [(name, qe.PayloadSchemaType.Float) for name in (*self._time_fields, edge_window.WINDOW_KEY_FIELD)]
-        wanted.append((WORDLESS_FIELD, qe.PayloadSchemaType.Bool))
-        for name, schema in wanted:
-            if name not in existing:
-                shard.update(qe.UpdateOperation.create_field_index(name, schema))
 
     async def optimize(self, collection: str | None = None) -> bool:
         """Build HNSW indexes now (one collection or all). Blocks the process: see the module doc.
@@ -346,6 +329,8 @@ class EdgeVectorIndex:
         await self.wait_for_builds()
         collections, self._collections = self._collections, {}
         self.window_vectors.clear()
+        for collection in collections:
+            self._owner_terms.drop(collection)
         errors: list[Exception] = []
         for opened in collections.values():
             try:
@@ -386,6 +371,7 @@ class EdgeVectorIndex:
                 chunk = points[start : start + self._chunk_size]
                 _apply(opened, qe.UpdateOperation.upsert_points(chunk, condition=owner_filter))
                 self.window_vectors.changed(collection, owner)
+            self._owner_terms.drop(collection, owner)
             _recount(opened)
             opened.pending_points += len(points)
         threshold = self._optimize_threshold
@@ -419,6 +405,7 @@ class EdgeVectorIndex:
             matched = opened.shard.count(qe.CountRequest(exact=True, filter=matching))
             if matched:
                 _apply(opened, qe.UpdateOperation.delete_points_by_filter(matching))
+                self._owner_terms.drop(collection, owner)
                 _recount(opened)
                 opened.deleted_points += matched
         if self._optimize_threshold is not None and edge_builds.compaction_due(opened.points, opened.deleted_points):
@@ -454,13 +441,16 @@ class EdgeVectorIndex:
         limit: int,
         search_filter: port.SearchFilter | None = None,
     ) -> port.PreparedHybrid:
-        """The keyword branch and its hits' payloads, read ahead under the collection's write stamp."""
+        """The keyword branch, its hits' payloads and the owner's keyword statistics, read ahead under the
+        collection's write stamp."""
         request = port.PreparedHybrid(collection, owner, sparse, weights, limit, search_filter)
         opened, conditions = self._search_scope(request)
         if conditions.matches_nothing or weights.keyword <= 0:
             return request
         _, found = BranchSearch(opened.shard, conditions, self._fusion.candidates(limit)).branches(None, sparse)
         hits = tuple((hit.id, hit.score) for hit in found or ())
+        if hits:  # the owner's keyword statistics too, read now rather than after the query embeds
+            self._owner_terms.terms(collection, opened.shard, owner)
         payloads = retrieve_payloads(opened.shard, owner, [hit_id for hit_id, _ in hits])
         return dataclasses.replace(request, stamp=opened.stamp, keyword_hits=hits, payloads=payloads)
 
@@ -495,12 +485,15 @@ class EdgeVectorIndex:
             known,
             shortlist,
         )
+        keyword_hits, corpus_size = self._owner_terms.rescored(
+            prepared.collection, opened.shard, prepared.owner, prepared.sparse, dense_hits, keyword_hits
+        )
         fused = fuse_branches(
             dense_hits,
             keyword_hits,
             query_vector,
             ran,
-            corpus_size=opened.worded_points,
+            corpus_size=corpus_size,
             limit=prepared.limit,
             config=self._fusion,
         )
@@ -578,9 +571,8 @@ class EdgeVectorIndex:
 
 
 def _recount(opened: _Collection) -> None:
-    """After points were added or deleted: the collection's point count and the keyword IDF's corpus."""
+    """After points were added or deleted: the collection's point count."""
     opened.points = opened.shard.info().points_count
-    opened.worded_points = worded_points(opened.shard, opened.points)
 
 
 def _apply(opened: _Collection, operation: qe.UpdateOperation) -> None:

@@ -1,5 +1,5 @@
 """Edge filters and hits from the adapter's types (edge.py): the owner's conditions as a `qe.Filter`,
-a scored point as the `BranchHit` the fusion takes, and payloads read by id."""
+a scored point as the `BranchHit` the fusion takes, and payloads and keyword vectors read by id."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import numpy as np
 import qdrant_edge as qe
 
 from services.common.domain.owner import Owner
+from services.common.domain.sparse import SparseVector
 from services.common.stores.vector import edge_window
-from services.common.stores.vector.adapter_support import BranchHit, Conditions, owns
+from services.common.stores.vector.adapter_support import SPARSE_VECTOR, BranchHit, Conditions, owns
 
 
 def branch_hit(point: qe.ScoredPoint) -> BranchHit:
@@ -51,3 +52,22 @@ def retrieve_payloads(shard: qe.EdgeShard, owner: Owner, ids: Sequence[str]) -> 
         for record in records
         if record.payload is not None and owns(owner, record.payload)
     }
+
+
+def stored_sparse(record: qe.Record) -> SparseVector | None:
+    """A record's keyword vector as the port types it (None: read without it, or a point without keywords)."""
+    vectors = record.vector
+    vector = vectors.get(SPARSE_VECTOR) if isinstance(vectors, dict) else None
+    if not isinstance(vector, qe.SparseVector):
+        return None
+    return SparseVector(list(vector.indices), list(vector.values))
+
+
+def retrieve_sparse(shard: qe.EdgeShard, ids: Sequence[str]) -> dict[str, SparseVector]:
+    """Point id → keyword vector of those of `ids` that have one, read by id: for hits that already
+    passed their search's (owner's) conditions."""
+    if not ids:
+        return {}
+    records = shard.retrieve(list(dict.fromkeys(ids)), with_payload=False, with_vector=[SPARSE_VECTOR])
+    found = {str(record.id): stored_sparse(record) for record in records}
+    return {point: vector for point, vector in found.items() if vector is not None}

@@ -11,17 +11,18 @@ unrelated pairs scored mean 0.743, p90 0.79, max 0.82 (Korean–Korean pairs sit
 related pairs min 0.818, mean 0.879. The default floor 0.78 maps a typical unrelated pair to ~0, a
 typical related one to ~0.45 and a near-duplicate to ~0.7.
 
-Keyword part: the index scores Σ_{t ∈ q ∩ d} idf(t) · w_d(t) with Qdrant's IDF
-ln((N − n + 0.5) / (n + 0.5) + 1) and BM25-saturated document weights w_d ≈ 1 for one occurrence in
-an average-length document. Raw sums grow with the corpus (a term unique to one document is worth
-2.2 in 12 documents, 11 in 100k), so a fixed saturation constant would mean different things as
-memory grows. The raw score is therefore first expressed in *units of one unique-term match*,
+Keyword part: Σ_{t ∈ q ∩ d} idf(t) · w_d(t) with Qdrant's IDF ln((N − n + 0.5) / (n + 0.5) + 1) taken
+over the owner's own points (N of them with keywords, n holding t: owner_terms.py) and BM25-saturated
+document weights w_d ≈ 1 for one occurrence in an average-length document. Raw sums grow with the
+corpus (a term unique to one document is worth 2.2 in 12 documents, 11 in 100k), so a fixed saturation
+constant would mean different things as memory grows. The raw score is therefore first expressed in
+*units of one unique-term match*,
 x = score / idf(n=1, N) with idf(n=1, N) = ln((N + 1) / 1.5), and then saturated: x / (x + c).
 With the default c = 1: one match on a term found in a single document → ~0.5; two such terms → ~0.67;
 a term found in half the corpus → ln 2 / ln((N+1)/1.5) units (0.06 at N = 100k → 0.06, 0.32 at
-N = 12 → 0.24). Monotonic in the raw score, 0 for no match, < 1 always. This is cheap (N is a cached
-point count; log N hardly moves) and needs no second query, unlike normalising by the query's
-self-match score, whose per-term IDFs the index does not expose.
+N = 12 → 0.24). Monotonic in the raw score, 0 for no match, < 1 always. This is cheap (N comes with the
+owner's cached statistics; log N hardly moves) and, unlike normalising by the query's self-match score,
+does not make a query's best match look strong however weakly it matches.
 """
 
 from __future__ import annotations

@@ -10,8 +10,8 @@ vector "dense" (cosine), sparse vector "keywords" with the IDF modifier, tenant_
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -35,6 +35,7 @@ from services.common.stores.vector.adapter_support import (
     fuse_branches,
     owned_payload,
     owner_conditions,
+    owner_keyword_hits,
     payload_update,
     point_id,
     point_ids,
@@ -43,6 +44,13 @@ from services.common.stores.vector.adapter_support import (
     stamp_wordless,
 )
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
+from services.common.stores.vector.owner_terms import (
+    DEFAULT_SAMPLE,
+    DEFAULT_TTL_S,
+    OwnerTerms,
+    OwnerTermsCache,
+    owner_terms,
+)
 
 _FACET_LIMIT = 1_000_000
 
@@ -50,9 +58,9 @@ _FACET_LIMIT = 1_000_000
 class QdrantServerVectorIndex:
     """`VectorIndex` on a Qdrant server. The client is owned by the caller until `close()`, which closes it.
 
-    `corpus_size_ttl` bounds how stale the cached point count (the IDF corpus size used to calibrate
-    keyword scores, see fusion.py) may get; it only enters through a logarithm, so minutes are fine.
-    Writes through this adapter mark it stale at once.
+    `owner_terms_ttl` bounds how stale an owner's cached keyword statistics (owner_terms.py) may get
+    when another process writes their points; writes through this adapter drop them at once.
+    `owner_terms_sample`: the owner's points read for them at most.
     """
 
     def __init__(
@@ -61,13 +69,16 @@ class QdrantServerVectorIndex:
         *,
         fusion: FusionConfig | None = None,
         time_fields: Sequence[str] = DEFAULT_TIME_FIELDS,
-        corpus_size_ttl: float = 300.0,
+        owner_terms_ttl: float = DEFAULT_TTL_S,
+        owner_terms_sample: int = DEFAULT_SAMPLE,
     ) -> None:
+        if owner_terms_sample < 1:
+            raise ValueError("owner_terms_sample must be >= 1")
         self._client = client
         self._fusion = fusion or FusionConfig()
         self._time_fields = tuple(time_fields)
-        self._corpus_size_ttl = corpus_size_ttl
-        self._corpus_sizes: dict[str, tuple[int, float]] = {}  # collection → (points, monotonic time read)
+        self._owner_terms = OwnerTermsCache(ttl=owner_terms_ttl)
+        self._owner_terms_sample = owner_terms_sample
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -101,7 +112,7 @@ class QdrantServerVectorIndex:
         for name, schema in wanted:
             if name not in existing:
                 await self._client.create_payload_index(collection, name, field_schema=schema, wait=True)
-        self._corpus_sizes.pop(collection, None)
+        self._owner_terms.drop(collection)
 
     @staticmethod
     def _check_config(collection: str, info: models.CollectionInfo, dense_dim: int) -> None:
@@ -119,17 +130,26 @@ class QdrantServerVectorIndex:
     async def close(self) -> None:
         await self._client.close()
 
-    async def _corpus_size(self, collection: str) -> int:
-        cached = self._corpus_sizes.get(collection)
-        now = time.monotonic()
-        if cached is not None and now - cached[1] < self._corpus_size_ttl:
-            return cached[0]
-        points = (await self._client.count(collection, exact=False)).count
-        wordless = models.Filter(must=[models.FieldCondition(key=WORDLESS_FIELD, match=models.MatchValue(value=True))])
-        # The engine's IDF counts only points with keywords (adapter_support.WORDLESS_FIELD).
-        points -= (await self._client.count(collection, count_filter=wordless, exact=True)).count
-        self._corpus_sizes[collection] = (points, now)
-        return points
+    async def _terms(self, collection: str, owner: Owner) -> OwnerTerms:
+        """The owner's keyword statistics (owner_terms.py): their points with keywords (all but those
+        stamped wordless), and the keyword vectors of the first `owner_terms_sample` in point-id order."""
+        cached = self._owner_terms.lookup(collection, owner)
+        if cached is not None:
+            return cached
+        conditions = owner_conditions(owner)
+        conditions.excluded.append((WORDLESS_FIELD, True))
+        worded = _server_filter(conditions)
+        corpus_size = (await self._client.count(collection, count_filter=worded, exact=True)).count
+        records, _ = await self._client.scroll(
+            collection,
+            scroll_filter=worded,
+            limit=self._owner_terms_sample,
+            with_payload=False,
+            with_vectors=[SPARSE_VECTOR],
+        )
+        vectors = (_sparse(record.vector) for record in records)
+        terms = owner_terms(corpus_size, (vector for vector in vectors if vector is not None))
+        return self._owner_terms.keep(collection, owner, terms)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -147,7 +167,7 @@ class QdrantServerVectorIndex:
         if taken:
             raise ValueError(f"{taken} of these point ids belong to another owner in {collection!r}; nothing written")
         await self._client.upsert(collection, points=points, update_filter=owner_filter, wait=True)
-        self._corpus_sizes.pop(collection, None)
+        self._owner_terms.drop(collection, owner)
 
     @staticmethod
     def _point(owner: Owner, record: port.VectorRecord) -> models.PointStruct:
@@ -183,7 +203,7 @@ class QdrantServerVectorIndex:
             await self._client.delete(
                 collection, points_selector=models.FilterSelector(filter=server_filter), wait=True
             )
-            self._corpus_sizes.pop(collection, None)
+            self._owner_terms.drop(collection, owner)
         return matched
 
     # -- reads -------------------------------------------------------------------------------
@@ -223,6 +243,8 @@ class QdrantServerVectorIndex:
                     filter=server_filter,
                     limit=candidates,
                     with_payload=True,
+                    # Keyword vectors give each candidate its keyword score with the owner's IDF.
+                    with_vector=[SPARSE_VECTOR] if run_keyword and sparse.indices else False,
                 )
             )
         if run_keyword and sparse.indices:
@@ -234,20 +256,29 @@ class QdrantServerVectorIndex:
                     limit=candidates,
                     with_payload=True,
                     # Stored dense vectors (normalised by the engine) give keyword-only hits their cosine.
-                    with_vector=[DENSE_VECTOR] if run_dense else False,
+                    with_vector=[DENSE_VECTOR, SPARSE_VECTOR] if run_dense else [SPARSE_VECTOR],
                 )
             )
-        responses = iter(await self._client.query_batch_points(collection, requests=requests) if requests else [])
+        responses, terms = await self._branches_and_terms(
+            collection, owner, requests, bool(run_keyword and sparse.indices)
+        )
         dense_points = next(responses).points if run_dense else None
         keyword_points = (next(responses).points if sparse.indices else []) if run_keyword else None
         # The server reads payloads with the branches (one round trip); the fusion takes ids and scores.
         payloads = {
             str(point.id): as_written(point.payload) for point in [*(keyword_points or ()), *(dense_points or ())]
         }
-        corpus_size = await self._corpus_size(collection) if keyword_points else 1
+        dense_hits = None if dense_points is None else [_branch_hit(point) for point in dense_points]
+        keyword_hits = None if keyword_points is None else [_branch_hit(point) for point in keyword_points]
+        corpus_size = 1
+        if keyword_points and terms is not None:
+            vectors = {str(point.id): _sparse(point.vector) for point in [*keyword_points, *(dense_points or ())]}
+            stored = {point: vector for point, vector in vectors.items() if vector is not None}
+            keyword_hits = owner_keyword_hits(sparse, dense_hits, keyword_hits or [], stored, terms)
+            corpus_size = terms.corpus_size
         fused = fuse_branches(
-            None if dense_points is None else [_branch_hit(point) for point in dense_points],
-            None if keyword_points is None else [_branch_hit(point) for point in keyword_points],
+            dense_hits,
+            keyword_hits,
             query_vector,
             weights,
             corpus_size=corpus_size,
@@ -255,6 +286,19 @@ class QdrantServerVectorIndex:
             config=self._fusion,
         )
         return scored_records(fused, payloads)
+
+    async def _branches_and_terms(
+        self, collection: str, owner: Owner, requests: list[models.QueryRequest], keyword: bool
+    ) -> tuple[Iterator[models.QueryResponse], OwnerTerms | None]:
+        """The branches' answers and, when the keyword branch runs, the owner's keyword statistics read
+        alongside them: a cold owner costs one round trip, not two in a row."""
+        if not requests:
+            return iter([]), None
+        batch = self._client.query_batch_points(collection, requests=requests)
+        if not keyword:
+            return iter(await batch), None
+        responses, terms = await asyncio.gather(batch, self._terms(collection, owner))
+        return iter(responses), terms
 
     async def prepare_hybrid(
         self,
@@ -348,6 +392,14 @@ def _branch_hit(point: models.ScoredPoint) -> BranchHit:
         score=point.score,
         dense_vector=cast("list[float]", dense) if isinstance(dense, list) else None,
     )
+
+
+def _sparse(vectors: object) -> port.SparseVector | None:
+    """A point's keyword vector as the port types it (None: read without it, or a point without keywords)."""
+    vector = vectors.get(SPARSE_VECTOR) if isinstance(vectors, dict) else None
+    if not isinstance(vector, models.SparseVector):
+        return None
+    return port.SparseVector(list(vector.indices), list(vector.values))
 
 
 def _server_filter(conditions: Conditions) -> models.Filter:
