@@ -37,6 +37,10 @@ class LruCache(Generic[K, V]):
             self._entries.move_to_end(key)
         return value
 
+    def keys_oldest_first(self) -> list[K]:
+        """The keys, least recently used first (a copy: safe to pop while walking it)."""
+        return list(self._entries)
+
     def pop(self, key: K) -> V | None:
         return self._entries.pop(key, None)
 

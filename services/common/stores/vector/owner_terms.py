@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import math
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from services.common.domain.lru import LruCache
 from services.common.domain.owner import Owner
 from services.common.domain.sparse import SparseVector
 
@@ -80,27 +81,23 @@ class OwnerTermsCache:
         if ttl <= 0 or owners < 1:
             raise ValueError(f"ttl must be > 0 and owners >= 1, got {ttl}, {owners}")
         self._ttl = ttl
-        self._owners = owners
-        self._entries: OrderedDict[tuple[str, Owner], tuple[OwnerTerms, float]] = OrderedDict()
+        self._entries: LruCache[tuple[str, Owner], tuple[OwnerTerms, float]] = LruCache(owners)
 
     def lookup(self, collection: str, owner: Owner) -> OwnerTerms | None:
         entry = self._entries.get((collection, owner))
         if entry is None or time.monotonic() - entry[1] >= self._ttl:
             return None
-        self._entries.move_to_end((collection, owner))
         return entry[0]
 
     def keep(self, collection: str, owner: Owner, terms: OwnerTerms) -> OwnerTerms:
-        self._entries[(collection, owner)] = (terms, time.monotonic())
-        self._entries.move_to_end((collection, owner))
-        while len(self._entries) > self._owners:
-            self._entries.popitem(last=False)
+        self._entries.put((collection, owner), (terms, time.monotonic()))
         return terms
 
     def drop(self, collection: str, owner: Owner | None = None) -> None:
         """Forget an owner's entry (after a write for them), or the whole collection's (owner None)."""
         if owner is not None:
-            self._entries.pop((collection, owner), None)
+            self._entries.pop((collection, owner))
             return
-        for key in [key for key in self._entries if key[0] == collection]:
-            del self._entries[key]
+        for key in self._entries.keys_oldest_first():
+            if key[0] == collection:
+                self._entries.pop(key)
