@@ -119,6 +119,33 @@ def test_a_cut_names_its_probability_the_bar_and_what_pulled_it_down() -> None:
     assert gap.cut_reason(y, gap.probability(y)).endswith(": well below the best match")
 
 
+@pytest.mark.parametrize(
+    ("name", "weight", "value", "said"),
+    [
+        # The model distrusts a keyword-led match: the best keyword match is cut for that, not for "fewer".
+        ("keyword_share", -3.0, 1.0, "matched by shared words more than by meaning"),
+        ("keyword_share", 3.0, 0.2, "fewer shared words than the best match"),
+        # Facts weigh more: an episode is pulled down for not being one, and is not called "a fact".
+        ("fact", 3.0, 0.0, "an episode, not a fact"),
+        ("fact", -3.0, 1.0, "a fact"),
+        ("asks_value", 3.0, 0.0, "the message asks for no single value"),
+    ],
+)
+def test_a_cut_names_the_feature_from_the_side_it_pulled_down_from(
+    name: str, weight: float, value: float, said: str
+) -> None:
+    """The same feature pulls a candidate down from below its mean (positive weight) or from above it
+    (negative weight); the sentence must be true of the candidate either way."""
+    mean = tuple(0.5 if feature == name else 0.0 for feature in FEATURES)
+    single = one_feature_model(name, weight)
+    model = DecisionModel(FEATURES, mean, single.scale, single.weights, 0.0, 0.5)
+    x = [0.0] * len(FEATURES)
+    x[feature_index(name)] = value
+    p = model.probability(x)
+    assert not model.passes(p)
+    assert model.cut_reason(x, p) == f"below the confidence bar (p={p:.2f} < 0.50): {said}"
+
+
 def test_a_cut_says_why_the_hand_rules_leave_it_out_too() -> None:
     """The rules' verdict is one input; their own sentence says more than "the hand rules leave it out"."""
     value = "knows the topic, states no clock time for it"

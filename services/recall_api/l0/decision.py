@@ -53,24 +53,28 @@ _INDEX = {name: i for i, name in enumerate(FEATURES)}
 # A part the search did not report (the embedding missed the L0 deadline) gives no evidence either way.
 _UNKNOWN = float("nan")
 
-# How each feature is named when it is what pulled a candidate below the bar.
-_PULLED_DOWN_BY = {
-    "relevance": "a weak match",
-    "dense": "far in meaning from the message",
-    "keyword": "few words shared with the message",
-    "gap_to_top": "well below the best match",
-    "dense_share": "further in meaning than the best match",
-    "keyword_share": "fewer shared words than the best match",
-    "rank": "ranked low",
-    "fact": "a fact",
-    "tentative": "a tentative fact",
-    "asks_value": "the message asks for a value",
-    "coverage": "covers little of the message's wording",
-    "value_uncovered": "does not state the detail asked",
-    "subject_mismatch": "about someone other than the person asked about",
-    "query_terms": "the message's length",
-    "candidates": "many candidates matched alike",
-    "rules_chosen": "the hand rules leave it out",
+# How each feature is named when it is what pulled a candidate below the bar: (below its training
+# mean, above it). A feature pulls down from whichever side its weight counts against: a positive
+# weight from below ("a weak match"), a negative one from above ("matched by shared words more than by
+# meaning": the model trusts a keyword-led match less than the keyword part alone suggests). Naming it
+# from its own side keeps the sentence true of the candidate whatever sign a refit gives the weight.
+_PULLED_DOWN_BY: dict[str, tuple[str, str]] = {
+    "relevance": ("a weak match", "a strong match"),
+    "dense": ("far in meaning from the message", "close in meaning to the message"),
+    "keyword": ("few words shared with the message", "many words shared with the message"),
+    "gap_to_top": ("close to the best match", "well below the best match"),
+    "dense_share": ("further in meaning than the best match", "as close in meaning as the best match"),
+    "keyword_share": ("fewer shared words than the best match", "matched by shared words more than by meaning"),
+    "rank": ("ranked high", "ranked low"),
+    "fact": ("an episode, not a fact", "a fact"),
+    "tentative": ("a confirmed memory", "a tentative fact"),
+    "asks_value": ("the message asks for no single value", "the message asks for a value"),
+    "coverage": ("covers little of the message's wording", "covers much of the message's wording"),
+    "value_uncovered": ("states the detail asked", "does not state the detail asked"),
+    "subject_mismatch": ("about the person asked about", "about someone other than the person asked about"),
+    "query_terms": ("a short message", "a long message"),
+    "candidates": ("few candidates matched", "many candidates matched alike"),
+    "rules_chosen": ("the hand rules leave it out", "the hand rules would inject it"),
 }
 
 COEFFICIENTS = "decision_coefficients.json"
@@ -194,14 +198,16 @@ class DecisionModel:
         takes that phrase's place, or follows the feature that weighed more."""
         terms = self.contributions(x)
         weakest = min(range(len(terms)), key=terms.__getitem__)
+        name = self.features[weakest]
+        above = x[weakest] > self.mean[weakest]
         if terms[weakest] >= 0:
             why = "no signal strong enough"  # nothing counted against it: it is the bar itself
-        elif self.features[weakest] == "subject_mismatch" and person:
+        elif name == "subject_mismatch" and above and person:
             why = f"about someone other than {person}"
-        elif self.features[weakest] == "rules_chosen" and rules:
+        elif name == "rules_chosen" and not above and rules:
             why, rules = rules, None
         else:
-            why = _PULLED_DOWN_BY[self.features[weakest]]
+            why = _PULLED_DOWN_BY[name][above]
         also = f"; the hand rules: {rules}" if rules and rules != why else ""
         return f"below the confidence bar (p={p:.2f} < {self.threshold:.2f}): {why}{also}"
 

@@ -62,6 +62,15 @@ class Conditions:
         return any(not values for _, values in self.any_of) or (self.ids is not None and not self.ids)
 
 
+def stored_keyword_vector(vectors: object, sdk_sparse: type[Any]) -> SparseVector | None:
+    """A point's keyword vector, as read by an SDK whose sparse vector type is `sdk_sparse`, as the port
+    types it (None: read without it, or a point without keywords)."""
+    vector = vectors.get(SPARSE_VECTOR) if isinstance(vectors, dict) else None
+    if not isinstance(vector, sdk_sparse):
+        return None
+    return SparseVector(list(vector.indices), list(vector.values))
+
+
 def check_collection_name(collection: str) -> None:
     if not _COLLECTION_NAME.match(collection):
         raise ValueError(f"collection name must be 1-64 characters of [A-Za-z0-9_-], got {collection!r}")

@@ -12,7 +12,13 @@ import qdrant_edge as qe
 from services.common.domain.owner import Owner
 from services.common.domain.sparse import SparseVector
 from services.common.stores.vector import edge_window
-from services.common.stores.vector.adapter_support import SPARSE_VECTOR, BranchHit, Conditions, owns
+from services.common.stores.vector.adapter_support import (
+    SPARSE_VECTOR,
+    BranchHit,
+    Conditions,
+    owns,
+    stored_keyword_vector,
+)
 
 
 def branch_hit(point: qe.ScoredPoint) -> BranchHit:
@@ -56,11 +62,7 @@ def retrieve_payloads(shard: qe.EdgeShard, owner: Owner, ids: Sequence[str]) -> 
 
 def stored_sparse(record: qe.Record) -> SparseVector | None:
     """A record's keyword vector as the port types it (None: read without it, or a point without keywords)."""
-    vectors = record.vector
-    vector = vectors.get(SPARSE_VECTOR) if isinstance(vectors, dict) else None
-    if not isinstance(vector, qe.SparseVector):
-        return None
-    return SparseVector(list(vector.indices), list(vector.values))
+    return stored_keyword_vector(record.vector, qe.SparseVector)
 
 
 def retrieve_sparse(shard: qe.EdgeShard, ids: Sequence[str]) -> dict[str, SparseVector]:

@@ -12,7 +12,7 @@ from services.common.domain.sparse import SparseVector
 from services.common.stores.vector.adapter_support import BranchHit, owner_keyword_hits
 from services.common.stores.vector.edge_filters import retrieve_sparse
 from services.common.stores.vector.edge_points import read_owner_terms
-from services.common.stores.vector.owner_terms import DEFAULT_SAMPLE, OwnerTerms, OwnerTermsCache
+from services.common.stores.vector.owner_terms import DEFAULT_SAMPLE, OwnerTerms, OwnerTermsCache, checked_sample
 
 
 class EdgeOwnerTerms:
@@ -21,9 +21,7 @@ class EdgeOwnerTerms:
     so an entry is never stale. `sample`: the owner's points read at most."""
 
     def __init__(self, sample: int = DEFAULT_SAMPLE) -> None:
-        if sample < 1:
-            raise ValueError("owner_terms_sample must be >= 1")
-        self._sample = sample
+        self._sample = checked_sample(sample)
         self._cache = OwnerTermsCache(ttl=float("inf"))
 
     def terms(self, collection: str, shard: qe.EdgeShard, owner: Owner) -> OwnerTerms:

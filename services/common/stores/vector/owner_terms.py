@@ -51,6 +51,13 @@ class OwnerTerms:
         return math.log((self.corpus_size - documents + 0.5) / (documents + 0.5) + 1.0)
 
 
+def checked_sample(sample: int) -> int:
+    """`sample` as an adapter's `owner_terms_sample`: at least one point must be read."""
+    if sample < 1:
+        raise ValueError("owner_terms_sample must be >= 1")
+    return sample
+
+
 def owner_terms(corpus_size: int, vectors: Iterable[SparseVector]) -> OwnerTerms:
     """The statistics of an owner with `corpus_size` points with keywords, from the sparse vectors read."""
     frequencies: Counter[int] = Counter()

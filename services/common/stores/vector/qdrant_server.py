@@ -42,6 +42,7 @@ from services.common.stores.vector.adapter_support import (
     scored_records,
     search_weights,
     stamp_wordless,
+    stored_keyword_vector,
 )
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
 from services.common.stores.vector.owner_terms import (
@@ -49,6 +50,7 @@ from services.common.stores.vector.owner_terms import (
     DEFAULT_TTL_S,
     OwnerTerms,
     OwnerTermsCache,
+    checked_sample,
     owner_terms,
 )
 
@@ -72,13 +74,11 @@ class QdrantServerVectorIndex:
         owner_terms_ttl: float = DEFAULT_TTL_S,
         owner_terms_sample: int = DEFAULT_SAMPLE,
     ) -> None:
-        if owner_terms_sample < 1:
-            raise ValueError("owner_terms_sample must be >= 1")
         self._client = client
         self._fusion = fusion or FusionConfig()
         self._time_fields = tuple(time_fields)
         self._owner_terms = OwnerTermsCache(ttl=owner_terms_ttl)
-        self._owner_terms_sample = owner_terms_sample
+        self._owner_terms_sample = checked_sample(owner_terms_sample)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -147,7 +147,7 @@ class QdrantServerVectorIndex:
             with_payload=False,
             with_vectors=[SPARSE_VECTOR],
         )
-        vectors = (_sparse(record.vector) for record in records)
+        vectors = (stored_keyword_vector(record.vector, models.SparseVector) for record in records)
         terms = owner_terms(corpus_size, (vector for vector in vectors if vector is not None))
         return self._owner_terms.keep(collection, owner, terms)
 
@@ -272,8 +272,7 @@ class QdrantServerVectorIndex:
         keyword_hits = None if keyword_points is None else [_branch_hit(point) for point in keyword_points]
         corpus_size = 1
         if keyword_points and terms is not None:
-            vectors = {str(point.id): _sparse(point.vector) for point in [*keyword_points, *(dense_points or ())]}
-            stored = {point: vector for point, vector in vectors.items() if vector is not None}
+            stored = _keyword_vectors([*keyword_points, *(dense_points or ())])
             keyword_hits = owner_keyword_hits(sparse, dense_hits, keyword_hits or [], stored, terms)
             corpus_size = terms.corpus_size
         fused = fuse_branches(
@@ -394,12 +393,10 @@ def _branch_hit(point: models.ScoredPoint) -> BranchHit:
     )
 
 
-def _sparse(vectors: object) -> port.SparseVector | None:
-    """A point's keyword vector as the port types it (None: read without it, or a point without keywords)."""
-    vector = vectors.get(SPARSE_VECTOR) if isinstance(vectors, dict) else None
-    if not isinstance(vector, models.SparseVector):
-        return None
-    return port.SparseVector(list(vector.indices), list(vector.values))
+def _keyword_vectors(points: Sequence[models.ScoredPoint]) -> dict[str, port.SparseVector]:
+    """Point id → keyword vector of the branch hits that hold one (read with the branches)."""
+    vectors = {str(point.id): stored_keyword_vector(point.vector, models.SparseVector) for point in points}
+    return {point: vector for point, vector in vectors.items() if vector is not None}
 
 
 def _server_filter(conditions: Conditions) -> models.Filter:
