@@ -62,13 +62,16 @@ class Conditions:
         return any(not values for _, values in self.any_of) or (self.ids is not None and not self.ids)
 
 
-def stored_keyword_vector(vectors: object, sdk_sparse: type[Any]) -> SparseVector | None:
-    """A point's keyword vector, as read by an SDK whose sparse vector type is `sdk_sparse`, as the port
-    types it (None: read without it, or a point without keywords)."""
-    vector = vectors.get(SPARSE_VECTOR) if isinstance(vectors, dict) else None
-    if not isinstance(vector, sdk_sparse):
-        return None
-    return SparseVector(list(vector.indices), list(vector.values))
+def stored_keyword_vectors(points: Iterable[Any], sdk_sparse: type[Any]) -> dict[str, SparseVector]:
+    """Point id → keyword vector, as the port types it, of the `points` (records or scored points read
+    with their keyword vectors by an SDK whose sparse vector type is `sdk_sparse`) that hold one."""
+    found: dict[str, SparseVector] = {}
+    for point in points:
+        vectors = point.vector
+        vector = vectors.get(SPARSE_VECTOR) if isinstance(vectors, dict) else None
+        if isinstance(vector, sdk_sparse):
+            found[str(point.id)] = SparseVector(list(vector.indices), list(vector.values))
+    return found
 
 
 def check_collection_name(collection: str) -> None:

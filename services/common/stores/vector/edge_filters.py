@@ -17,7 +17,7 @@ from services.common.stores.vector.adapter_support import (
     BranchHit,
     Conditions,
     owns,
-    stored_keyword_vector,
+    stored_keyword_vectors,
 )
 
 
@@ -60,16 +60,10 @@ def retrieve_payloads(shard: qe.EdgeShard, owner: Owner, ids: Sequence[str]) -> 
     }
 
 
-def stored_sparse(record: qe.Record) -> SparseVector | None:
-    """A record's keyword vector as the port types it (None: read without it, or a point without keywords)."""
-    return stored_keyword_vector(record.vector, qe.SparseVector)
-
-
 def retrieve_sparse(shard: qe.EdgeShard, ids: Sequence[str]) -> dict[str, SparseVector]:
     """Point id → keyword vector of those of `ids` that have one, read by id: for hits that already
     passed their search's (owner's) conditions."""
     if not ids:
         return {}
     records = shard.retrieve(list(dict.fromkeys(ids)), with_payload=False, with_vector=[SPARSE_VECTOR])
-    found = {str(record.id): stored_sparse(record) for record in records}
-    return {point: vector for point, vector in found.items() if vector is not None}
+    return stored_keyword_vectors(records, qe.SparseVector)

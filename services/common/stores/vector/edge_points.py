@@ -21,8 +21,9 @@ from services.common.stores.vector.adapter_support import (
     owner_conditions,
     point_id,
     stamp_wordless,
+    stored_keyword_vectors,
 )
-from services.common.stores.vector.edge_filters import edge_filter, match_value, stored_sparse
+from services.common.stores.vector.edge_filters import edge_filter, match_value
 from services.common.stores.vector.owner_terms import OwnerTerms, owner_terms
 
 
@@ -73,8 +74,7 @@ def read_owner_terms(shard: qe.EdgeShard, owner: Owner, sample: int) -> OwnerTer
     records, _ = shard.scroll(
         qe.ScrollRequest(limit=sample, filter=worded, with_payload=False, with_vector=[SPARSE_VECTOR])
     )
-    vectors = (stored_sparse(record) for record in records)
-    return owner_terms(corpus_size, (vector for vector in vectors if vector is not None))
+    return owner_terms(corpus_size, stored_keyword_vectors(records, qe.SparseVector).values())
 
 
 def worded_points(shard: qe.EdgeShard, points: int) -> int:

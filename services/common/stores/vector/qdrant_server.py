@@ -42,7 +42,7 @@ from services.common.stores.vector.adapter_support import (
     scored_records,
     search_weights,
     stamp_wordless,
-    stored_keyword_vector,
+    stored_keyword_vectors,
 )
 from services.common.stores.vector.fusion import FusionConfig, validate_weights
 from services.common.stores.vector.owner_terms import (
@@ -147,8 +147,7 @@ class QdrantServerVectorIndex:
             with_payload=False,
             with_vectors=[SPARSE_VECTOR],
         )
-        vectors = (stored_keyword_vector(record.vector, models.SparseVector) for record in records)
-        terms = owner_terms(corpus_size, (vector for vector in vectors if vector is not None))
+        terms = owner_terms(corpus_size, stored_keyword_vectors(records, models.SparseVector).values())
         return self._owner_terms.keep(collection, owner, terms)
 
     # -- writes ------------------------------------------------------------------------------
@@ -272,7 +271,7 @@ class QdrantServerVectorIndex:
         keyword_hits = None if keyword_points is None else [_branch_hit(point) for point in keyword_points]
         corpus_size = 1
         if keyword_points and terms is not None:
-            stored = _keyword_vectors([*keyword_points, *(dense_points or ())])
+            stored = stored_keyword_vectors([*keyword_points, *(dense_points or ())], models.SparseVector)
             keyword_hits = owner_keyword_hits(sparse, dense_hits, keyword_hits or [], stored, terms)
             corpus_size = terms.corpus_size
         fused = fuse_branches(
@@ -391,12 +390,6 @@ def _branch_hit(point: models.ScoredPoint) -> BranchHit:
         score=point.score,
         dense_vector=cast("list[float]", dense) if isinstance(dense, list) else None,
     )
-
-
-def _keyword_vectors(points: Sequence[models.ScoredPoint]) -> dict[str, port.SparseVector]:
-    """Point id → keyword vector of the branch hits that hold one (read with the branches)."""
-    vectors = {str(point.id): stored_keyword_vector(point.vector, models.SparseVector) for point in points}
-    return {point: vector for point, vector in vectors.items() if vector is not None}
 
 
 def _server_filter(conditions: Conditions) -> models.Filter:
