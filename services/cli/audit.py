@@ -16,7 +16,7 @@ from rich.table import Table
 
 from contracts import Subjects
 from services.common.domain.owner import Owner
-from services.common.runtime.broker import connect_nats
+from services.common.runtime.broker import short_lived_nats
 from services.common.runtime.resources import Resources
 from services.common.runtime.settings import TierMemSettings, load_settings
 from services.common.stores.erasure import AuditReport, AuditRequest, ControlError, audit_user, request_control
@@ -37,8 +37,7 @@ audit_app = typer.Typer(help="Find what the stores still hold about someone.", n
 
 async def run_audit(settings: TierMemSettings, owner: Owner, timeout_s: float) -> AuditReport:
     subjects = Subjects(settings.nats.subject_root)
-    client = await connect_nats(settings.nats, "tiermem-cli-audit", bounded=True)
-    try:
+    async with short_lived_nats(settings.nats, "tiermem-cli-audit") as client:
         request = AuditRequest(tenant_id=owner.tenant_id, user_id=owner.user_id)
         result = await request_control(client, subjects, "audit", request, timeout_s)
         if result is not None:
@@ -54,8 +53,6 @@ async def run_audit(settings: TierMemSettings, owner: Owner, timeout_s: float) -
             )
         finally:
             await resources.close()
-    finally:
-        await client.close()
 
 
 def render_audit(report: AuditReport) -> Table:
@@ -100,8 +97,7 @@ def audit_user_command(
 
 async def run_value_audit(settings: TierMemSettings, request: ValueAuditRequest, timeout_s: float) -> ValueAudit:
     subjects = Subjects(settings.nats.subject_root)
-    client = await connect_nats(settings.nats, "tiermem-cli-audit", bounded=True)
-    try:
+    async with short_lived_nats(settings.nats, "tiermem-cli-audit") as client:
         result = await request_control(client, subjects, "audit_value", request, timeout_s)
         if result is not None:
             return ValueAudit.model_validate(result)
@@ -118,8 +114,6 @@ async def run_value_audit(settings: TierMemSettings, request: ValueAuditRequest,
             return await audit_value(stores, request.text, tenant_id=request.tenant_id, user_id=request.user_id)
         finally:
             await resources.close()
-    finally:
-        await client.close()
 
 
 def render_value_audit(audit: ValueAudit) -> Table:

@@ -13,7 +13,7 @@ from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js.errors import ServiceUnavailableError
 
 from contracts import Subjects
-from services.common.runtime.broker import connect_nats
+from services.common.runtime.broker import short_lived_nats
 from services.common.runtime.service import ServiceDefinition
 from services.common.runtime.settings import TierMemSettings
 
@@ -21,8 +21,7 @@ from services.common.runtime.settings import TierMemSettings
 async def backlog(settings: TierMemSettings, definitions: Sequence[ServiceDefinition[Any]]) -> dict[str, int]:
     """Pending plus unacknowledged messages per durable consumer."""
     subjects = Subjects(settings.nats.subject_root)
-    client = await connect_nats(settings.nats, "tiermem-backlog", bounded=True)
-    try:
+    async with short_lived_nats(settings.nats, "tiermem-backlog") as client:
         js = client.jetstream()
         result: dict[str, int] = {}
         for definition in definitions:
@@ -35,8 +34,6 @@ async def backlog(settings: TierMemSettings, definitions: Sequence[ServiceDefini
                     continue
                 result[spec.durable] = int(info.num_pending or 0) + int(info.num_ack_pending or 0)
         return result
-    finally:
-        await client.close()
 
 
 async def wait_until_idle(

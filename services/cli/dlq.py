@@ -27,7 +27,7 @@ from contracts import DeadLetterRecord, Subjects
 from contracts.events import is_subject_token
 from services.common.domain.ids import MessageId, dedup_headers, owner_message_id, unowned_message_id
 from services.common.domain.owner import Owner
-from services.common.runtime.broker import BrokerUnavailable, connect_nats
+from services.common.runtime.broker import BrokerUnavailable, short_lived_nats
 from services.common.runtime.durable_consumer import REPLAY_FOR_HEADER
 from services.common.runtime.settings import TierMemSettings, load_settings
 
@@ -121,24 +121,18 @@ async def replay_dead_letters(
 
 
 async def _list(settings: TierMemSettings, selection: DeadLetterFilter) -> list[StoredDeadLetter]:
-    client = await connect_nats(settings.nats, "tiermem-cli-dlq", bounded=True)
-    try:
+    async with short_lived_nats(settings.nats, "tiermem-cli-dlq") as client:
         return await read_dead_letters(client.jetstream(), Subjects(settings.nats.subject_root), selection)
-    finally:
-        await client.close()
 
 
 async def _replay(settings: TierMemSettings, selection: DeadLetterFilter, dry_run: bool) -> list[ReplayOutcome]:
-    client = await connect_nats(settings.nats, "tiermem-cli-dlq", bounded=True)
-    try:
+    async with short_lived_nats(settings.nats, "tiermem-cli-dlq") as client:
         js = client.jetstream()
         subjects = Subjects(settings.nats.subject_root)
         letters = await read_dead_letters(js, subjects, selection)
         if dry_run:
             return [ReplayOutcome(letter=letter, republished_sequence=0, duplicate=False) for letter in letters]
         return await replay_dead_letters(js, subjects, letters)
-    finally:
-        await client.close()
 
 
 DataDirOption = Annotated[

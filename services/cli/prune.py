@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 
 from contracts import PruneReport, Subjects
-from services.common.runtime.broker import build_broker, connect_broker, connect_nats
+from services.common.runtime.broker import build_broker, connect_broker, short_lived_nats
 from services.common.runtime.provisioning import provision
 from services.common.runtime.settings import TierMemSettings, load_settings
 from services.common.stores.erasure import ControlError, request_control
@@ -23,14 +23,11 @@ err_console = Console(stderr=True)
 async def run_prune_now(settings: TierMemSettings, timeout_s: float) -> tuple[PruneReport, str]:
     """The PruneReport of one pass, and who ran it ("running pruner" or "this process")."""
     subjects = Subjects(settings.nats.subject_root)
-    client = await connect_nats(settings.nats, "tiermem-cli-prune", bounded=True)
-    try:
+    async with short_lived_nats(settings.nats, "tiermem-cli-prune") as client:
         result = await request_control(client, subjects, "prune", None, timeout_s)
         if result is not None:
             return PruneReport.model_validate(result), "running pruner"
         await provision(client.jetstream(), settings.nats)
-    finally:
-        await client.close()
     return await _prune_here(settings), "this process"
 
 

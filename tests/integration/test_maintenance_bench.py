@@ -37,7 +37,10 @@ def test_the_maintenance_bench_runs_tiny_and_reports_every_field(tmp_path: Path)
             for value in (row["max_before_window_ms"], row["max_in_window_ms"], row["max_after_window_ms"])
             if value is not None
         )
-        assert row["readyz_probes"] > 0 and row["readyz_answered_throughout"]
+        # Whether /readyz answered within its 1 s throughout is the bench's verdict, a timing: on a loaded
+        # machine a probe can miss it. What holds everywhere: it answered, and the verdict matches the count.
+        assert row["readyz_probes"] > row["readyz_unanswered"] >= 0
+        assert row["readyz_answered_throughout"] is (row["readyz_unanswered"] == 0)
         assert row["maintenance_window_s"] > 0 and row["seeding_s"] >= 0
         assert row["client_lag_max_ms"] >= 0
         # Calls a client stall overlapped are left out of the clean figures, never added to them.

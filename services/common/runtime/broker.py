@@ -6,7 +6,10 @@ The rest of the broker's work has a module each: streams and consumers (provisio
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from types import TracebackType
 
 import nats
@@ -69,6 +72,32 @@ async def connect_nats(settings: NatsSettings, name: str, *, bounded: bool = Fal
         raise BrokerUnavailable(unreachable_message(settings)) from exc
 
 
+@asynccontextmanager
+async def short_lived_nats(settings: NatsSettings, name: str) -> AsyncIterator[NatsClient]:
+    """A bounded connection (`connect_nats(bounded=True)`) for one CLI command or check, closed on the
+    way out by `close_nats`."""
+    client = await connect_nats(settings, name, bounded=True)
+    try:
+        yield client
+    finally:
+        await close_nats(client)
+
+
+async def close_nats(client: NatsClient) -> None:
+    """Close a connection whose server may be gone. nats-py's close then cancels its own reconnect
+    task, which may be waiting on the socket's close waiter; asyncio shares that future and does not
+    shield it, so the close's own wait on it raises CancelledError although nothing cancelled this
+    task. That error, escaping a `finally`, hid the broker loss the caller was reporting (a traceback
+    instead of "cannot reach NATS"). A cancellation of this task is still raised."""
+    try:
+        await client.close()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        log.debug("nats close: the socket's close waiter was cancelled by the client's own reconnect task")
+
+
 def unreachable_message(settings: NatsSettings) -> str:
     return (
         f"cannot reach NATS at {settings.url} after {BOUNDED_CONNECT_ATTEMPTS + 1} attempts: "
@@ -103,7 +132,7 @@ class TierMemBroker(NatsBroker):
             log.warning("nats connection not drained at stop (%s): closed instead", type(exc).__name__)
             connection, self._connection = self._connection, None
             if connection is not None and not connection.is_closed:
-                await connection.close()
+                await close_nats(connection)
             self.config.disconnect()
 
 

@@ -14,7 +14,7 @@ from nats.aio.client import Client as NatsClient
 from nats.js import JetStreamContext
 
 from contracts import Subjects
-from services.common.runtime.broker import BrokerConnectTimeout, connect_nats, unreachable_message
+from services.common.runtime.broker import BrokerConnectTimeout, close_nats, connect_nats, unreachable_message
 from services.common.runtime.dead_letters import DeadLetterWriter
 from services.common.runtime.publishing import EventPublisher
 from services.common.runtime.settings import TierMemSettings
@@ -205,7 +205,7 @@ class Resources:
             await self._tombstones.close()
             self._tombstones = None
         if self._nats is not None:
-            await self._nats.close()
+            await close_nats(self._nats)
             self._nats = None
         if self._vector_index is not None:
             await self._vector_index.close()

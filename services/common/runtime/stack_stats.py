@@ -27,7 +27,7 @@ from nats.js.errors import NotFoundError
 from prometheus_client.parser import text_string_to_metric_families
 
 from contracts import Subjects
-from services.common.runtime.broker import connect_nats
+from services.common.runtime.broker import short_lived_nats
 from services.common.runtime.provisioning import ConsumerSpec
 from services.common.runtime.settings import TierMemSettings
 
@@ -102,8 +102,7 @@ async def _stream_counts(
 ) -> None:
     """Lag per consumer, the dead-letter stream's size and (per tenant only) the event counts."""
     subjects = Subjects(settings.nats.subject_root)
-    client = await connect_nats(settings.nats, "tiermem-stats", bounded=True)
-    try:
+    async with short_lived_nats(settings.nats, "tiermem-stats") as client:
         js = client.jetstream()
         for stream, durable in await _durables(js, subjects, consumers):
             try:
@@ -117,8 +116,6 @@ async def _stream_counts(
             stats.dead_letters = int((await js.stream_info(subjects.dead_letter_stream)).state.messages)
         if stats.per_tenant:
             await _tenant_event_counts(js, subjects, stats)
-    finally:
-        await client.close()
 
 
 async def _tenant_event_counts(js: Any, subjects: Subjects, stats: StackStats) -> None:
