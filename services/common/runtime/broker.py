@@ -87,15 +87,15 @@ async def close_nats(client: NatsClient) -> None:
     """Close a connection whose server may be gone. nats-py's close then cancels its own reconnect
     task, which may be waiting on the socket's close waiter; asyncio shares that future and does not
     shield it, so the close's own wait on it raises CancelledError although nothing cancelled this
-    task. That error, escaping a `finally`, hid the broker loss the caller was reporting (a traceback
-    instead of "cannot reach NATS"). A cancellation of this task is still raised."""
+    task. Escaping a caller's `finally`, that error would replace the broker loss being reported with a
+    traceback, so it goes no further; a cancellation of this task is still raised."""
     try:
         await client.close()
     except asyncio.CancelledError:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
-        log.debug("nats close: the socket's close waiter was cancelled by the client's own reconnect task")
+        log.debug("nats close: CancelledError while closing, not this task's cancellation: ignored")
 
 
 def unreachable_message(settings: NatsSettings) -> str:
